@@ -1,0 +1,489 @@
+// Package jsonscan walks JSON documents without building them: it iterates
+// object members and array elements as raw slices of the input and decodes
+// only the strings and numbers a caller asks for.
+//
+// It exists for the streaming hot path. Decoding one OpenAI chunk with
+// encoding/json costs several microseconds and a dozen allocations, most of
+// them for fields Chorus never reads (see BenchmarkChunk in the openai
+// package); walking the chunk with this package and decoding only the delta
+// text costs a few hundred nanoseconds and one allocation. Buffered
+// responses, which are not on the hot path, use encoding/json.
+//
+// The scanner validates the structure it walks (brackets, strings, literals)
+// and returns an error on malformed input; it never panics and never reads
+// past the slice it was given.
+package jsonscan
+
+import (
+	"errors"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// ErrSyntax is returned for malformed JSON.
+var ErrSyntax = errors.New("jsonscan: malformed JSON")
+
+func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index after the closing quote of the string that
+// starts at b[i] == '"'.
+func skipString(b []byte, i int) (int, error) {
+	i++
+	for i < len(b) {
+		switch b[i] {
+		case '"':
+			return i + 1, nil
+		case '\\':
+			i += 2
+		default:
+			i++
+		}
+	}
+	return 0, ErrSyntax
+}
+
+// skipValue returns the index after the value that starts at b[i].
+func skipValue(b []byte, i int) (int, error) {
+	i = skipSpace(b, i)
+	if i >= len(b) {
+		return 0, ErrSyntax
+	}
+	switch c := b[i]; {
+	case c == '"':
+		return skipString(b, i)
+	case c == '{' || c == '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				j, err := skipString(b, i)
+				if err != nil {
+					return 0, err
+				}
+				i = j
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1, nil
+				}
+			}
+			i++
+		}
+		return 0, ErrSyntax
+	case c == 't' || c == 'f' || c == 'n' || c == '-' || (c >= '0' && c <= '9'):
+		j := i
+		for j < len(b) {
+			c := b[j]
+			if c == ',' || c == '}' || c == ']' || isSpace(c) {
+				break
+			}
+			j++
+		}
+		if j == i {
+			return 0, ErrSyntax
+		}
+		return j, nil
+	}
+	return 0, ErrSyntax
+}
+
+// Object iterates the members of a JSON object.
+//
+//	it := jsonscan.Object(data)
+//	for it.Next() { key, val := it.Key(), it.Value() ... }
+//	if it.Err() != nil { ... }
+type Object struct {
+	b     []byte
+	i     int
+	key   []byte
+	val   []byte
+	err   error
+	first bool
+}
+
+// NewObject starts iterating data, which must hold an object. A value that is
+// not an object (null included) yields no members and no error from Err only
+// when it is null; anything else is ErrSyntax.
+func NewObject(data []byte) Object {
+	i := skipSpace(data, 0)
+	if i < len(data) && data[i] == '{' {
+		return Object{b: data, i: i + 1, first: true}
+	}
+	if IsNull(data) {
+		return Object{b: nil, i: 0}
+	}
+	return Object{err: ErrSyntax}
+}
+
+// Next advances to the next member.
+func (o *Object) Next() bool {
+	if o.err != nil || o.b == nil {
+		return false
+	}
+	i := skipSpace(o.b, o.i)
+	if i >= len(o.b) {
+		o.err = ErrSyntax
+		return false
+	}
+	if o.b[i] == '}' {
+		o.b = nil
+		return false
+	}
+	if !o.first {
+		if o.b[i] != ',' {
+			o.err = ErrSyntax
+			return false
+		}
+		i = skipSpace(o.b, i+1)
+	}
+	o.first = false
+	if i >= len(o.b) || o.b[i] != '"' {
+		o.err = ErrSyntax
+		return false
+	}
+	end, err := skipString(o.b, i)
+	if err != nil {
+		o.err = err
+		return false
+	}
+	o.key = o.b[i+1 : end-1]
+	i = skipSpace(o.b, end)
+	if i >= len(o.b) || o.b[i] != ':' {
+		o.err = ErrSyntax
+		return false
+	}
+	vs := skipSpace(o.b, i+1)
+	ve, err := skipValue(o.b, vs)
+	if err != nil {
+		o.err = err
+		return false
+	}
+	o.val = o.b[vs:ve]
+	o.i = ve
+	return true
+}
+
+// Key is the current member's key, raw (escapes not decoded).
+func (o *Object) Key() []byte { return o.key }
+
+// KeyIs reports whether the current key equals s.
+func (o *Object) KeyIs(s string) bool { return string(o.key) == s }
+
+// Value is the current member's raw value.
+func (o *Object) Value() []byte { return o.val }
+
+// Err is the first syntax error met.
+func (o *Object) Err() error { return o.err }
+
+// Array iterates the elements of a JSON array.
+type Array struct {
+	b     []byte
+	i     int
+	val   []byte
+	err   error
+	first bool
+	idx   int
+}
+
+// NewArray starts iterating data, which must hold an array or null.
+func NewArray(data []byte) Array {
+	i := skipSpace(data, 0)
+	if i < len(data) && data[i] == '[' {
+		return Array{b: data, i: i + 1, first: true, idx: -1}
+	}
+	if IsNull(data) {
+		return Array{}
+	}
+	return Array{err: ErrSyntax}
+}
+
+// Next advances to the next element.
+func (a *Array) Next() bool {
+	if a.err != nil || a.b == nil {
+		return false
+	}
+	i := skipSpace(a.b, a.i)
+	if i >= len(a.b) {
+		a.err = ErrSyntax
+		return false
+	}
+	if a.b[i] == ']' {
+		a.b = nil
+		return false
+	}
+	if !a.first {
+		if a.b[i] != ',' {
+			a.err = ErrSyntax
+			return false
+		}
+		i = skipSpace(a.b, i+1)
+	}
+	a.first = false
+	ve, err := skipValue(a.b, i)
+	if err != nil {
+		a.err = err
+		return false
+	}
+	a.val = a.b[i:ve]
+	a.i = ve
+	a.idx++
+	return true
+}
+
+// Value is the current element, raw.
+func (a *Array) Value() []byte { return a.val }
+
+// Index is the current element's position.
+func (a *Array) Index() int { return a.idx }
+
+// Err is the first syntax error met.
+func (a *Array) Err() error { return a.err }
+
+// IsNull reports whether v is the literal null (or empty, meaning absent).
+func IsNull(v []byte) bool {
+	i := skipSpace(v, 0)
+	if i >= len(v) {
+		return true
+	}
+	return len(v)-i >= 4 && string(v[i:i+4]) == "null"
+}
+
+// IsString reports whether v is a JSON string.
+func IsString(v []byte) bool {
+	i := skipSpace(v, 0)
+	return i < len(v) && v[i] == '"'
+}
+
+// String decodes a JSON string value. null and absent values decode to "".
+// It allocates only for a non-empty result.
+func String(v []byte) (string, error) {
+	i := skipSpace(v, 0)
+	if i >= len(v) || IsNull(v) {
+		return "", nil
+	}
+	if v[i] != '"' {
+		return "", ErrSyntax
+	}
+	end, err := skipString(v, i)
+	if err != nil {
+		return "", err
+	}
+	raw := v[i+1 : end-1]
+	simple := true
+	ascii := true
+	for _, c := range raw {
+		if c == '\\' || c < 0x20 {
+			simple = false
+			break
+		}
+		if c >= utf8.RuneSelf {
+			ascii = false
+		}
+	}
+	if simple && !ascii && !utf8.Valid(raw) {
+		simple = false
+	}
+	if simple {
+		if len(raw) == 0 {
+			return "", nil
+		}
+		return string(raw), nil
+	}
+	out, err := unescape(make([]byte, 0, len(raw)), raw)
+	if err != nil {
+		return "", err
+	}
+	return string(out), nil
+}
+
+// StringIs reports whether v is the JSON string s without allocating
+// (escape-free comparison).
+func StringIs(v []byte, s string) bool {
+	i := skipSpace(v, 0)
+	if i >= len(v) || v[i] != '"' {
+		return false
+	}
+	end, err := skipString(v, i)
+	if err != nil {
+		return false
+	}
+	return string(v[i+1:end-1]) == s
+}
+
+// RawString returns the bytes between the quotes of a JSON string value,
+// escapes left as they are. It reports false for any other value.
+func RawString(v []byte) ([]byte, bool) {
+	i := skipSpace(v, 0)
+	if i >= len(v) || v[i] != '"' {
+		return nil, false
+	}
+	end, err := skipString(v, i)
+	if err != nil {
+		return nil, false
+	}
+	return v[i+1 : end-1], true
+}
+
+func unescape(dst, raw []byte) ([]byte, error) {
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if c >= utf8.RuneSelf {
+			r, n := utf8.DecodeRune(raw[i:])
+			dst = utf8.AppendRune(dst, r) // invalid bytes become U+FFFD, as in encoding/json
+			i += n - 1
+			continue
+		}
+		if c != '\\' {
+			dst = append(dst, c)
+			continue
+		}
+		i++
+		if i >= len(raw) {
+			return nil, ErrSyntax
+		}
+		switch raw[i] {
+		case '"', '\\', '/':
+			dst = append(dst, raw[i])
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			r, n, ok := readHex(raw[i+1:])
+			if !ok {
+				return nil, ErrSyntax
+			}
+			i += n
+			if utf16.IsSurrogate(r) {
+				if len(raw) > i+2 && raw[i+1] == '\\' && raw[i+2] == 'u' {
+					r2, n2, ok2 := readHex(raw[i+3:])
+					if ok2 {
+						if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
+							i += 2 + n2
+							dst = utf8.AppendRune(dst, d)
+							continue
+						}
+					}
+				}
+				r = utf8.RuneError
+			}
+			dst = utf8.AppendRune(dst, r)
+		default:
+			return nil, ErrSyntax
+		}
+	}
+	return dst, nil
+}
+
+func readHex(b []byte) (rune, int, bool) {
+	if len(b) < 4 {
+		return 0, 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, 0, false
+		}
+	}
+	return r, 4, true
+}
+
+// Int decodes an integer value; null and absent decode to 0. A number with
+// a fraction or exponent is truncated toward zero.
+func Int(v []byte) (int, error) {
+	i := skipSpace(v, 0)
+	if i >= len(v) || IsNull(v) {
+		return 0, nil
+	}
+	j := len(v)
+	for j > i && isSpace(v[j-1]) {
+		j--
+	}
+	s := v[i:j]
+	n := 0
+	neg := false
+	k := 0
+	if len(s) > 0 && s[0] == '-' {
+		neg = true
+		k = 1
+	}
+	if k >= len(s) {
+		return 0, ErrSyntax
+	}
+	for ; k < len(s); k++ {
+		c := s[k]
+		if c < '0' || c > '9' {
+			if c == '.' || c == 'e' || c == 'E' {
+				f, err := strconv.ParseFloat(string(s), 64)
+				if err != nil {
+					return 0, ErrSyntax
+				}
+				return int(f), nil
+			}
+			return 0, ErrSyntax
+		}
+		n = n*10 + int(c-'0')
+		if n > 1<<53 {
+			return 0, ErrSyntax
+		}
+	}
+	if neg {
+		n = -n
+	}
+	return n, nil
+}
+
+// Bool decodes true or false; null and absent decode to false.
+func Bool(v []byte) bool {
+	i := skipSpace(v, 0)
+	return len(v)-i >= 4 && string(v[i:i+4]) == "true"
+}
+
+// Get returns the raw value of key in object data, or nil when absent.
+func Get(data []byte, key string) []byte {
+	o := NewObject(data)
+	for o.Next() {
+		if o.KeyIs(key) {
+			return o.Value()
+		}
+	}
+	return nil
+}
+
+// Valid reports whether the value that data holds is well-formed enough to
+// walk: a complete value with nothing after it.
+func Valid(data []byte) bool {
+	i := skipSpace(data, 0)
+	if i >= len(data) {
+		return false
+	}
+	end, err := skipValue(data, i)
+	if err != nil {
+		return false
+	}
+	return skipSpace(data, end) == len(data)
+}
