@@ -45,6 +45,9 @@ type APIError struct {
 	// Retryable reports whether the retry ladder may try again.
 	Retryable bool
 	RequestID string
+	// RetryAfter is the provider's retry hint (retry-after, retry-after-ms,
+	// Gemini RetryInfo); zero when it gave none.
+	RetryAfter time.Duration
 }
 
 func (e *APIError) Error() string {
@@ -70,8 +73,6 @@ func (e *APIError) Error() string {
 // or a 429 that means the quota is exhausted (never retried).
 type RateLimitError struct {
 	APIError
-	// RetryAfter is the provider's last retry hint; zero when it gave none.
-	RetryAfter time.Duration
 	// QuotaExhausted means billing or quota, not pacing: waiting will not help.
 	QuotaExhausted bool
 	Attempts       int

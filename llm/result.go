@@ -156,7 +156,7 @@ type ResultBuilder struct {
 	content   strings.Builder
 	reasoning strings.Builder
 	refusal   strings.Builder
-	args      []strings.Builder
+	args      []*strings.Builder
 }
 
 // Apply folds one event into the result.
@@ -171,7 +171,7 @@ func (b *ResultBuilder) Apply(ev *Event) {
 	case EventToolCallStart:
 		for len(b.res.ToolCalls) <= ev.ToolIndex {
 			b.res.ToolCalls = append(b.res.ToolCalls, ToolCall{})
-			b.args = append(b.args, strings.Builder{})
+			b.args = append(b.args, &strings.Builder{})
 		}
 		tc := &b.res.ToolCalls[ev.ToolIndex]
 		tc.ID, tc.Name = ev.ToolCallID, ev.ToolName
