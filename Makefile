@@ -1,0 +1,41 @@
+# Chorus: make test is what CI runs (.ci/run). Tests are hermetic: loopback only, no keys.
+GO           ?= go
+TEST_TIMEOUT ?= 900s
+FUZZTIME     ?= 10m
+PKGS         ?= ./...
+
+.PHONY: test vet race conformance bench fuzz lint e2e
+
+test: vet race conformance
+
+vet:
+	$(GO) vet $(PKGS)
+
+race:
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+
+# Replays every recorded chat exchange in ../shared/fixtures and prints the counts.
+conformance:
+	@$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^TestConformance$$' -v ./providers/ | grep -E 'conformance: (replayed|skipped)|^(ok|FAIL|---)' 
+
+# Benchmarks report numbers; they never fail the build.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./providers/... ./llm/...
+
+# Each fuzz target for FUZZTIME (go test runs one target at a time).
+FUZZ_TARGETS = \
+	./providers/internal/sse:FuzzReader \
+	./providers/internal/jsonscan:FuzzWalk
+fuzz:
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "== $$pkg $$name ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
+	$(GO) vet $(PKGS)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 $(PKGS)
+
+# Against a real OpenAI-compatible server: OLLAMA_BASE_URL=http://127.0.0.1:11434/v1 make e2e
+e2e:
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run 'E2E' -v ./providers/

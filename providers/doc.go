@@ -1,0 +1,42 @@
+// Package providers is Chorus's provider layer: the registry of providers
+// and their quirks, the transport, the retry ladder, learn-once fallbacks,
+// rate-limit header parsing and a plain Client per credential that chats,
+// buffered or streaming, over the three wire formats (OpenAI Chat
+// Completions, Anthropic Messages, Gemini generateContent).
+//
+// It is usable on its own, without actors:
+//
+//	cfg, _ := providers.Builtin("openai")
+//	cfg.APIKey = providers.Secret(os.Getenv("OPENAI_API_KEY"))
+//	client, err := providers.New(cfg)
+//	if err != nil { return err }
+//	stream, err := client.Stream(ctx, &llm.ChatRequest{
+//		Model:    "gpt-4.1-mini",
+//		Messages: []llm.Message{llm.UserText("Write a haiku about Go.")},
+//	})
+//	if err != nil { return err }
+//	for ev, err := range stream.All() {
+//		if err != nil { return err }
+//		fmt.Print(ev.Text)
+//	}
+//
+// All wire knowledge lives under this package: the codecs in
+// providers/openai, providers/anthropic and providers/gemini, the SSE reader
+// in providers/internal/sse. Layers above see only package llm.
+//
+// Decisions worth knowing:
+//   - The request timeout (WithTimeout) is one budget for the whole call:
+//     every attempt, every backoff and, for a stream, the stream itself. A
+//     retry-after hint that does not fit the remaining budget ends the call
+//     with the provider's error at once instead of sleeping to the deadline.
+//   - Streams retry only before their first event; afterwards a failure
+//     returns the partial result in a *llm.StreamError.
+//   - A stream that ends without the format's completion signal is
+//     llm.ErrPrematureClose; one that sends nothing, keepalives included,
+//     for the idle timeout is llm.ErrIdleTimeout.
+//   - Learn-once state (Learned) is per credential, monotonic and shared by
+//     every caller; a rejection teaches a flag only when the request really
+//     carried the rejected parameter.
+//   - Keys are Secrets: no String, error, log line or event shows them, and
+//     provider messages that echo a key are redacted.
+package providers

@@ -1,0 +1,563 @@
+package gemini
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/providers/internal/jsonscan"
+	"github.com/chorusrt/chorus/providers/internal/wire"
+)
+
+var errEmptyBody = errors.New("empty body")
+
+// decoder decodes a Gemini answer, one GenerateContentResponse at a time.
+// It walks each chunk with jsonscan and decodes only the values it emits.
+type decoder struct {
+	b llm.ResultBuilder
+
+	started  bool
+	complete bool
+	finished bool // an EventFinish was emitted
+	hasID    bool
+	hasModel bool
+
+	usage    llm.Usage
+	hasUsage bool
+	usageRaw []byte // the last usageMetadata text parsed
+
+	// thought accumulates consecutive thought parts not yet closed by a
+	// signature or a non-thought part.
+	thought     strings.Builder
+	thoughtOpen bool
+
+	// partial is the function call whose arguments are being streamed
+	// (Vertex AI partialArgs), or nil.
+	partial *partialCall
+}
+
+// partialCall is a function call streamed as partialArgs fragments.
+type partialCall struct {
+	pos int
+	w   argsWriter
+}
+
+func decodeError(what string, err error) *llm.DecodeError {
+	return &llm.DecodeError{Provider: providerName, Err: fmt.Errorf("gemini %s: %w", what, err)}
+}
+
+// Feed decodes one GenerateContentResponse chunk. It never asks the reader
+// to stop: a Gemini stream ends with its body.
+func (d *decoder) Feed(_, data []byte, emit wire.Emit) (bool, error) {
+	if isBlank(data) {
+		return false, nil
+	}
+	var cands, usage, feedback, errv, rid, mv []byte
+	o := jsonscan.NewObject(data)
+	for o.Next() {
+		switch string(o.Key()) {
+		case "candidates":
+			cands = o.Value()
+		case "usageMetadata":
+			usage = o.Value()
+		case "promptFeedback":
+			feedback = o.Value()
+		case "error":
+			errv = o.Value()
+		case "responseId":
+			rid = o.Value()
+		case "modelVersion":
+			mv = o.Value()
+		}
+	}
+	if err := o.Err(); err != nil {
+		return false, decodeError("chunk", err)
+	}
+	if !jsonscan.IsNull(errv) {
+		// An error in a 200 answer: whatever its shape, the answer failed.
+		e, _ := parseErrorObject(errv)
+		if e.message == "" && jsonscan.IsString(errv) {
+			e.message, _ = jsonscan.String(errv)
+		}
+		return false, apiError(e)
+	}
+	if err := d.meta(rid, mv); err != nil {
+		return false, err
+	}
+
+	var finish llm.FinishReason
+	finishSeen := false
+	hasCandidate := false
+	if !jsonscan.IsNull(cands) {
+		arr := jsonscan.NewArray(cands)
+		if arr.Next() {
+			hasCandidate = true
+			var err error
+			finish, finishSeen, err = d.candidate(arr.Value(), emit)
+			if err != nil {
+				return false, err
+			}
+		}
+		if err := arr.Err(); err != nil {
+			return false, decodeError("candidates", err)
+		}
+	}
+	if !hasCandidate && !jsonscan.IsNull(feedback) && blocked(jsonscan.Get(feedback, "blockReason")) {
+		finish, finishSeen = llm.FinishContentFilter, true
+	}
+
+	// Most chunks repeat the previous usageMetadata byte for byte, or change
+	// one count: parse it only when its text changed.
+	if !jsonscan.IsNull(usage) && !bytes.Equal(usage, d.usageRaw) {
+		d.usageRaw = append(d.usageRaw[:0], usage...)
+		u, ok, err := parseUsage(usage)
+		if err != nil {
+			return false, err
+		}
+		if ok && (!d.hasUsage || u != d.usage) {
+			d.usage, d.hasUsage = u, true
+			uc := u
+			if !d.send(llm.Event{Type: llm.EventUsage, Usage: &uc}, emit) {
+				return false, wire.ErrAborted
+			}
+		}
+	}
+
+	if finishSeen {
+		if err := d.closePartial(emit); err != nil {
+			return false, err
+		}
+		d.complete = true
+		if !d.finished {
+			d.finished = true
+			ev := llm.Event{Type: llm.EventFinish, Finish: wire.FinishFor(finish, d.b.ToolCallCount())}
+			if !d.send(ev, emit) {
+				return false, wire.ErrAborted
+			}
+		}
+	}
+	return false, nil
+}
+
+// send applies ev to the result and emits it.
+func (d *decoder) send(ev llm.Event, emit wire.Emit) bool {
+	d.b.Apply(&ev)
+	d.started = true
+	return emit(ev)
+}
+
+// meta records responseId and modelVersion the first time they appear.
+func (d *decoder) meta(rid, mv []byte) error {
+	var id, model string
+	if !d.hasID && len(rid) > 0 && !jsonscan.IsNull(rid) {
+		s, err := jsonscan.String(rid)
+		if err != nil {
+			return decodeError("responseId", err)
+		}
+		id, d.hasID = s, s != ""
+	}
+	if !d.hasModel && len(mv) > 0 && !jsonscan.IsNull(mv) {
+		s, err := jsonscan.String(mv)
+		if err != nil {
+			return decodeError("modelVersion", err)
+		}
+		model, d.hasModel = s, s != ""
+	}
+	if id != "" || model != "" {
+		d.b.SetMeta(id, model)
+	}
+	return nil
+}
+
+// candidate decodes the first candidate's parts and reads its finishReason.
+func (d *decoder) candidate(c []byte, emit wire.Emit) (llm.FinishReason, bool, error) {
+	var content, fr []byte
+	o := jsonscan.NewObject(c)
+	for o.Next() {
+		switch string(o.Key()) {
+		case "content":
+			content = o.Value()
+		case "finishReason":
+			fr = o.Value()
+		}
+	}
+	if err := o.Err(); err != nil {
+		return "", false, decodeError("candidate", err)
+	}
+	if !jsonscan.IsNull(content) {
+		parts := jsonscan.NewArray(jsonscan.Get(content, "parts"))
+		for parts.Next() {
+			if err := d.part(parts.Value(), emit); err != nil {
+				return "", false, err
+			}
+		}
+		if err := parts.Err(); err != nil {
+			return "", false, decodeError("parts", err)
+		}
+	}
+	r, seen := finishFromRaw(fr)
+	return r, seen, nil
+}
+
+// part decodes one content part.
+func (d *decoder) part(p []byte, emit wire.Emit) error {
+	var text, sig, fc, inline []byte
+	hasText, thought := false, false
+	o := jsonscan.NewObject(p)
+	for o.Next() {
+		switch string(o.Key()) {
+		case "text":
+			text, hasText = o.Value(), true
+		case "thought":
+			thought = jsonscan.Bool(o.Value())
+		case "thoughtSignature":
+			sig = o.Value()
+		case "functionCall":
+			fc = o.Value()
+		case "inlineData":
+			inline = o.Value()
+		}
+	}
+	if err := o.Err(); err != nil {
+		return decodeError("part", err)
+	}
+	signature, err := jsonscan.String(sig)
+	if err != nil {
+		return decodeError("thoughtSignature", err)
+	}
+
+	if !jsonscan.IsNull(fc) {
+		return d.functionCall(fc, signature, emit)
+	}
+	// Any other part ends an argument stream that was left open.
+	if err := d.closePartial(emit); err != nil {
+		return err
+	}
+	switch {
+	case hasText && thought:
+		s, err := jsonscan.String(text)
+		if err != nil {
+			return decodeError("text", err)
+		}
+		if s != "" {
+			d.thought.WriteString(s)
+			d.thoughtOpen = true
+			if !d.send(llm.Event{Type: llm.EventReasoning, Text: s}, emit) {
+				return wire.ErrAborted
+			}
+		}
+		if signature != "" {
+			d.b.AddThinkingBlock(llm.ThinkingBlock{Format: formatName, Text: d.thought.String(), Signature: signature})
+			d.thought.Reset()
+			d.thoughtOpen = false
+		}
+	case hasText:
+		d.flushThought()
+		s, err := jsonscan.String(text)
+		if err != nil {
+			return decodeError("text", err)
+		}
+		if s != "" && !d.send(llm.Event{Type: llm.EventText, Text: s}, emit) {
+			return wire.ErrAborted
+		}
+		if signature != "" {
+			d.b.AddThinkingBlock(llm.ThinkingBlock{Format: formatName, Signature: signature})
+		}
+	case !jsonscan.IsNull(inline):
+		d.flushThought()
+		img, ok, err := inlineImage(inline)
+		if err != nil {
+			return err
+		}
+		if ok {
+			d.b.AddImage(img)
+		}
+		// An image part's signature is not kept: Message() does not replay
+		// images, and a text part must not carry it instead.
+	case signature != "":
+		// A bare signature part: keep it as a text part's signature.
+		d.flushThought()
+		d.b.AddThinkingBlock(llm.ThinkingBlock{Format: formatName, Signature: signature})
+	}
+	return nil
+}
+
+// flushThought closes the pending unsigned thought block.
+func (d *decoder) flushThought() {
+	if !d.thoughtOpen {
+		return
+	}
+	d.b.AddThinkingBlock(llm.ThinkingBlock{Format: formatName, Text: d.thought.String()})
+	d.thought.Reset()
+	d.thoughtOpen = false
+}
+
+// functionCall decodes a functionCall part. Gemini sends whole calls
+// ({name, args, id}); Vertex AI may instead stream one call over several
+// parts: {name, willContinue:true}, then {partialArgs:[...], willContinue}
+// parts without a name, ended by a part without willContinue.
+func (d *decoder) functionCall(fc []byte, signature string, emit wire.Emit) error {
+	var name, args, id, partial []byte
+	willContinue := false
+	o := jsonscan.NewObject(fc)
+	for o.Next() {
+		switch string(o.Key()) {
+		case "name":
+			name = o.Value()
+		case "args":
+			args = o.Value()
+		case "id":
+			id = o.Value()
+		case "partialArgs":
+			partial = o.Value()
+		case "willContinue":
+			willContinue = jsonscan.Bool(o.Value())
+		}
+	}
+	if err := o.Err(); err != nil {
+		return decodeError("functionCall", err)
+	}
+	fname, err := jsonscan.String(name)
+	if err != nil {
+		return decodeError("functionCall.name", err)
+	}
+	if fname == "" {
+		// A continuation of a streamed call, or the empty terminal marker.
+		if d.partial == nil {
+			return nil
+		}
+		if err := d.applyPartial(partial, emit); err != nil {
+			return err
+		}
+		if signature != "" {
+			d.b.SetToolSignature(d.partial.pos, signature)
+		}
+		if !willContinue {
+			return d.closePartial(emit)
+		}
+		return nil
+	}
+
+	if err := d.closePartial(emit); err != nil {
+		return err
+	}
+	d.flushThought()
+	pos := d.b.ToolCallCount()
+	callID, err := jsonscan.String(id)
+	if err != nil {
+		return decodeError("functionCall.id", err)
+	}
+	if callID == "" {
+		callID = "call_" + strconv.Itoa(pos)
+	}
+	ev := llm.Event{Type: llm.EventToolCallStart, ToolIndex: pos, ToolCallID: callID, ToolName: fname, Signature: signature}
+	if willContinue {
+		d.partial = &partialCall{pos: pos}
+		ev.Text = d.partial.w.start()
+		if !d.send(ev, emit) {
+			return wire.ErrAborted
+		}
+		return d.applyPartial(partial, emit)
+	}
+	if jsonscan.IsNull(args) {
+		ev.Text = "{}"
+	} else {
+		// jsonscan only matches brackets; a call's arguments are checked in
+		// full (calls are rare next to text deltas).
+		if !json.Valid(args) {
+			return decodeError("functionCall.args", jsonscan.ErrSyntax)
+		}
+		ev.Text = string(appendCompact(nil, args))
+	}
+	if !d.send(ev, emit) {
+		return wire.ErrAborted
+	}
+	return nil
+}
+
+// applyPartial feeds partialArgs fragments to the open call and emits the
+// argument text they produce.
+func (d *decoder) applyPartial(partial []byte, emit wire.Emit) error {
+	if jsonscan.IsNull(partial) || d.partial == nil {
+		return nil
+	}
+	arr := jsonscan.NewArray(partial)
+	w := &d.partial.w
+	w.out = w.out[:0]
+	for arr.Next() {
+		if err := w.apply(arr.Value()); err != nil {
+			return decodeError("partialArgs", err)
+		}
+	}
+	if err := arr.Err(); err != nil {
+		return decodeError("partialArgs", err)
+	}
+	if len(w.out) == 0 {
+		return nil
+	}
+	ev := llm.Event{Type: llm.EventToolCallDelta, ToolIndex: d.partial.pos, Text: string(w.out)}
+	if !d.send(ev, emit) {
+		return wire.ErrAborted
+	}
+	return nil
+}
+
+// closePartial ends the open streamed call, emitting the text that closes
+// its arguments.
+func (d *decoder) closePartial(emit wire.Emit) error {
+	if d.partial == nil {
+		return nil
+	}
+	p := d.partial
+	d.partial = nil
+	p.w.out = p.w.out[:0]
+	p.w.finish()
+	if len(p.w.out) == 0 {
+		return nil
+	}
+	if !d.send(llm.Event{Type: llm.EventToolCallDelta, ToolIndex: p.pos, Text: string(p.w.out)}, emit) {
+		return wire.ErrAborted
+	}
+	return nil
+}
+
+// inlineImage decodes an inlineData blob; ok is false for non-image data.
+func inlineImage(v []byte) (llm.Part, bool, error) {
+	var mime string
+	var data []byte
+	o := jsonscan.NewObject(v)
+	for o.Next() {
+		switch string(o.Key()) {
+		case "mimeType":
+			s, err := jsonscan.String(o.Value())
+			if err != nil {
+				return llm.Part{}, false, decodeError("inlineData.mimeType", err)
+			}
+			mime = s
+		case "data":
+			data = o.Value()
+		}
+	}
+	if err := o.Err(); err != nil {
+		return llm.Part{}, false, decodeError("inlineData", err)
+	}
+	if !strings.HasPrefix(strings.ToLower(mime), "image/") {
+		return llm.Part{}, false, nil
+	}
+	raw, ok := jsonscan.RawString(data)
+	if !ok {
+		return llm.Part{}, false, decodeError("inlineData.data", jsonscan.ErrSyntax)
+	}
+	enc := base64.StdEncoding
+	if len(raw)%4 != 0 {
+		enc = base64.RawStdEncoding
+	}
+	for _, c := range raw {
+		if c == '-' || c == '_' {
+			enc = base64.URLEncoding
+			if len(raw)%4 != 0 {
+				enc = base64.RawURLEncoding
+			}
+			break
+		}
+	}
+	out := make([]byte, enc.DecodedLen(len(raw)))
+	n, err := enc.Decode(out, raw)
+	if err != nil {
+		return llm.Part{}, false, decodeError("inlineData.data", err)
+	}
+	return llm.Part{Type: llm.PartImage, MIMEType: mime, Data: out[:n]}, true, nil
+}
+
+// parseUsage maps usageMetadata. ok is false when it holds no token count
+// (Vertex AI sends {"trafficType":...} alone mid-stream).
+func parseUsage(v []byte) (u llm.Usage, ok bool, err error) {
+	var prompt, cached, cand, thoughts, toolUse int
+	o := jsonscan.NewObject(v)
+	for o.Next() {
+		var dst *int
+		switch string(o.Key()) {
+		case "promptTokenCount":
+			dst = &prompt
+		case "cachedContentTokenCount":
+			dst = &cached
+		case "candidatesTokenCount":
+			dst = &cand
+		case "thoughtsTokenCount":
+			dst = &thoughts
+		case "toolUsePromptTokenCount":
+			dst = &toolUse
+		default:
+			continue
+		}
+		n, e := jsonscan.Int(o.Value())
+		if e != nil {
+			return llm.Usage{}, false, decodeError("usageMetadata", e)
+		}
+		*dst, ok = n, true
+	}
+	if e := o.Err(); e != nil {
+		return llm.Usage{}, false, decodeError("usageMetadata", e)
+	}
+	p := prompt - cached
+	if p < 0 {
+		p = 0
+	}
+	return llm.Usage{
+		PromptTokens:     p + toolUse,
+		CacheReadTokens:  cached,
+		CompletionTokens: cand + thoughts,
+		ReasoningTokens:  thoughts,
+	}, ok, nil
+}
+
+// Complete reports whether a finish reason or a prompt block was seen.
+func (d *decoder) Complete() bool { return d.complete }
+
+// Started reports whether any event has been emitted.
+func (d *decoder) Started() bool { return d.started }
+
+// Result returns everything accumulated so far. A thought block still open
+// (no signature or later part closed it yet) is included as the last block.
+func (d *decoder) Result() *llm.ChatResult {
+	r := d.b.Result()
+	if d.thoughtOpen {
+		r.ThinkingBlocks = append(r.ThinkingBlocks, llm.ThinkingBlock{Format: formatName, Text: d.thought.String()})
+	}
+	return r
+}
+
+// appendCompact appends the JSON value v without insignificant whitespace.
+// v must be well-formed.
+func appendCompact(dst, v []byte) []byte {
+	inStr := false
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if inStr {
+			dst = append(dst, c)
+			switch c {
+			case '\\':
+				if i+1 < len(v) {
+					i++
+					dst = append(dst, v[i])
+				}
+			case '"':
+				inStr = false
+			}
+			continue
+		}
+		switch c {
+		case ' ', '\n', '\r', '\t':
+			continue
+		case '"':
+			inStr = true
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}

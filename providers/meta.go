@@ -1,0 +1,145 @@
+package providers
+
+import (
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/chorusrt/chorus/llm"
+)
+
+// requestIDHeaders are consulted in order for the provider's request id.
+var requestIDHeaders = []string{"X-Request-Id", "Request-Id", "X-Goog-Request-Id", "Openai-Request-Id", "Cf-Ray"}
+
+func requestID(h http.Header) string {
+	for _, k := range requestIDHeaders {
+		if v := h.Get(k); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// ParseRateLimit reads the rate-limit state from response headers:
+// OpenAI-format x-ratelimit-*, OpenRouter-style X-RateLimit-Limit /
+// -Remaining / -Reset, Anthropic anthropic-ratelimit-*, and retry-after /
+// retry-after-ms. now anchors absolute reset times. Absent values stay zero.
+func ParseRateLimit(h http.Header, now time.Time) llm.RateLimit {
+	var rl llm.RateLimit
+	// OpenAI format.
+	if v := h.Get("X-Ratelimit-Limit-Requests"); v != "" {
+		rl.HasRequests = true
+		rl.LimitRequests = atoi(v)
+		rl.RemainingRequests = atoi(h.Get("X-Ratelimit-Remaining-Requests"))
+		rl.ResetRequests = parseReset(h.Get("X-Ratelimit-Reset-Requests"), now)
+	}
+	if v := h.Get("X-Ratelimit-Limit-Tokens"); v != "" {
+		rl.HasTokens = true
+		rl.LimitTokens = atoi(v)
+		rl.RemainingTokens = atoi(h.Get("X-Ratelimit-Remaining-Tokens"))
+		rl.ResetTokens = parseReset(h.Get("X-Ratelimit-Reset-Tokens"), now)
+	}
+	// OpenRouter and other gateways: one request window.
+	if !rl.HasRequests {
+		if v := h.Get("X-Ratelimit-Limit"); v != "" {
+			rl.HasRequests = true
+			rl.LimitRequests = atoi(v)
+			rl.RemainingRequests = atoi(h.Get("X-Ratelimit-Remaining"))
+			rl.ResetRequests = parseReset(h.Get("X-Ratelimit-Reset"), now)
+		}
+	}
+	// Anthropic.
+	if v := h.Get("Anthropic-Ratelimit-Requests-Limit"); v != "" {
+		rl.HasRequests = true
+		rl.LimitRequests = atoi(v)
+		rl.RemainingRequests = atoi(h.Get("Anthropic-Ratelimit-Requests-Remaining"))
+		rl.ResetRequests = parseReset(h.Get("Anthropic-Ratelimit-Requests-Reset"), now)
+	}
+	if v := h.Get("Anthropic-Ratelimit-Tokens-Limit"); v != "" {
+		rl.HasTokens = true
+		rl.LimitTokens = atoi(v)
+		rl.RemainingTokens = atoi(h.Get("Anthropic-Ratelimit-Tokens-Remaining"))
+		rl.ResetTokens = parseReset(h.Get("Anthropic-Ratelimit-Tokens-Reset"), now)
+	}
+	if v := h.Get("Anthropic-Ratelimit-Input-Tokens-Limit"); v != "" {
+		rl.LimitInputTokens = atoi(v)
+		rl.RemainingInputTokens = atoi(h.Get("Anthropic-Ratelimit-Input-Tokens-Remaining"))
+	}
+	if v := h.Get("Anthropic-Ratelimit-Output-Tokens-Limit"); v != "" {
+		rl.LimitOutputTokens = atoi(v)
+		rl.RemainingOutputTokens = atoi(h.Get("Anthropic-Ratelimit-Output-Tokens-Remaining"))
+	}
+	rl.RetryAfter = parseRetryAfter(h, now)
+	return rl
+}
+
+func atoi(s string) int {
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// parseReset reads a reset value in any form providers send: a Go-style
+// duration ("6m0s", "20ms", "1.5s"), plain seconds ("12"), an RFC 3339 time
+// (Anthropic), or a Unix time in seconds or milliseconds (gateways).
+func parseReset(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if d, err := time.ParseDuration(v); err == nil {
+		return max(d, 0)
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return max(t.Sub(now), 0)
+	}
+	if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 && !math.IsInf(f, 0) {
+		switch {
+		case f > 1e12: // Unix milliseconds
+			return max(time.UnixMilli(int64(f)).Sub(now), 0)
+		case f > 1e9: // Unix seconds
+			return max(time.Unix(int64(f), 0).Sub(now), 0)
+		default:
+			return time.Duration(f * float64(time.Second))
+		}
+	}
+	return 0
+}
+
+// parseRetryAfter reads retry-after-ms, then retry-after (seconds or an
+// HTTP date). Unparseable, negative or past values are zero.
+func parseRetryAfter(h http.Header, now time.Time) time.Duration {
+	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
+		if f, err := strconv.ParseFloat(v, 64); err == nil && f > 0 && f < 1e12 {
+			return time.Duration(f * float64(time.Millisecond))
+		}
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if f, err := strconv.ParseFloat(v, 64); err == nil {
+		if f <= 0 || f > 1e9 {
+			return 0
+		}
+		return time.Duration(f * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0)
+	}
+	return 0
+}
+
+func responseMeta(provider string, resp *http.Response, attempts int, now time.Time) llm.ResponseMeta {
+	return llm.ResponseMeta{
+		Provider:  provider,
+		RequestID: requestID(resp.Header),
+		Status:    resp.StatusCode,
+		RateLimit: ParseRateLimit(resp.Header, now),
+		Attempts:  attempts,
+	}
+}

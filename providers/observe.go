@@ -1,0 +1,59 @@
+package providers
+
+import (
+	"log/slog"
+	"time"
+)
+
+// AttemptEvent describes one HTTP attempt. It never holds a key.
+type AttemptEvent struct {
+	Provider string
+	// Op is "chat" or "stream".
+	Op      string
+	Model   string
+	Attempt int
+	// Status is the HTTP status, 0 when no response arrived.
+	Status   int
+	Duration time.Duration
+	// ErrClass is "" on success, else rate_limit, server, client, transport,
+	// decode, idle_timeout, premature_close, canceled or other.
+	ErrClass string
+	// Err is the attempt's error (key-redacted), nil on success.
+	Err error
+	// Wait is the delay before the next attempt; zero when this was the last.
+	Wait      time.Duration
+	RequestID string
+}
+
+// AttemptObserver receives every attempt. It runs on the request's
+// goroutine; panics are recovered and discarded.
+type AttemptObserver func(AttemptEvent)
+
+// LearnObserver receives every newly learned flag.
+type LearnObserver func(LearnEvent)
+
+func (c *Client) observeAttempt(ev AttemptEvent) {
+	if c.attemptObs == nil {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			c.logger.Warn("attempt observer panicked", slog.String("provider", c.cfg.ID))
+		}
+	}()
+	c.attemptObs(ev)
+}
+
+func (c *Client) learn(f LearnFlag, reason string) bool {
+	if !c.learned.Set(f) {
+		return false
+	}
+	c.logger.Info("learned provider behaviour", slog.String("provider", c.cfg.ID), slog.String("flag", f.String()))
+	if c.learnObs != nil {
+		func() {
+			defer func() { _ = recover() }()
+			c.learnObs(LearnEvent{Provider: c.cfg.ID, Flag: f, Reason: c.redact(reason)})
+		}()
+	}
+	return true
+}

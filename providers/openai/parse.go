@@ -1,0 +1,179 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/providers/internal/wire"
+)
+
+type chatResponse struct {
+	ID      string          `json:"id"`
+	Model   string          `json:"model"`
+	Choices []chatChoice    `json:"choices"`
+	Usage   json.RawMessage `json:"usage"`
+	Error   json.RawMessage `json:"error"`
+}
+
+type chatChoice struct {
+	Index        int             `json:"index"`
+	Message      respMessage     `json:"message"`
+	FinishReason json.RawMessage `json:"finish_reason"`
+}
+
+type respMessage struct {
+	Content          json.RawMessage `json:"content"`
+	Refusal          flexString      `json:"refusal"`
+	ReasoningContent flexString      `json:"reasoning_content"`
+	Reasoning        flexString      `json:"reasoning"`
+	ReasoningDetails json.RawMessage `json:"reasoning_details"`
+	ToolCalls        []respToolCall  `json:"tool_calls"`
+	FunctionCall     *respFunction   `json:"function_call"` // legacy functions API
+}
+
+type respToolCall struct {
+	ID       flexString   `json:"id"`
+	Function respFunction `json:"function"`
+}
+
+type respFunction struct {
+	Name      flexString      `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// ParseChat parses a buffered chat completion. A body holding an error
+// object and no choices is an *llm.APIError; malformed JSON is an
+// *llm.DecodeError.
+func (Codec) ParseChat(body []byte) (*llm.ChatResult, error) {
+	var r chatResponse
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, &llm.DecodeError{Provider: formatName, Err: fmt.Errorf("chat completion: %w", err)}
+	}
+	if len(r.Choices) == 0 && len(r.Error) > 0 && string(r.Error) != "null" {
+		info, status := errorFromBody(&errorBody{Error: r.Error})
+		return nil, apiError(info, status)
+	}
+	res := &llm.ChatResult{ID: r.ID, Model: r.Model}
+	if u, ok, err := parseUsage(r.Usage); err != nil {
+		return nil, &llm.DecodeError{Provider: formatName, Err: fmt.Errorf("usage: %w", err)}
+	} else if ok {
+		res.Usage = u
+	}
+	if len(r.Choices) == 0 {
+		return res, nil
+	}
+	ch := &r.Choices[0]
+	for i := range r.Choices {
+		if r.Choices[i].Index == 0 {
+			ch = &r.Choices[i]
+			break
+		}
+	}
+	m := &ch.Message
+	content, refusal := messageContent(m.Content)
+	res.Content = content
+	res.Refusal = m.Refusal.s
+	if res.Refusal == "" {
+		res.Refusal = refusal
+	}
+	switch {
+	case m.ReasoningContent.s != "":
+		res.Reasoning = m.ReasoningContent.s
+	case m.Reasoning.s != "":
+		res.Reasoning = m.Reasoning.s
+	default:
+		s, err := foldReasoningDetails(m.ReasoningDetails)
+		if err != nil {
+			return nil, &llm.DecodeError{Provider: formatName, Err: fmt.Errorf("reasoning_details: %w", err)}
+		}
+		res.Reasoning = s
+	}
+	for i := range m.ToolCalls {
+		tc := &m.ToolCalls[i]
+		res.ToolCalls = append(res.ToolCalls, llm.ToolCall{
+			ID:        tc.ID.s,
+			Name:      tc.Function.Name.s,
+			Arguments: argumentsText(tc.Function.Arguments),
+		})
+	}
+	if fc := m.FunctionCall; fc != nil && fc.Name.s != "" {
+		res.ToolCalls = append(res.ToolCalls, llm.ToolCall{
+			Name:      fc.Name.s,
+			Arguments: argumentsText(fc.Arguments),
+		})
+	}
+	for i := range res.ToolCalls {
+		if res.ToolCalls[i].ID == "" {
+			res.ToolCalls[i].ID = syntheticCallID(i)
+		}
+		if strings.TrimSpace(res.ToolCalls[i].Arguments) == "" {
+			res.ToolCalls[i].Arguments = emptyArguments
+		}
+	}
+	var finish llm.FinishReason
+	if hasFinish(ch.FinishReason) {
+		finish = mapFinish(ch.FinishReason)
+	}
+	res.FinishReason = wire.FinishFor(finish, len(res.ToolCalls))
+	return res, nil
+}
+
+// syntheticCallID names a call whose provider gave no id (the legacy
+// function_call, some local servers). It is replayed as is.
+func syntheticCallID(pos int) string { return "call_" + strconv.Itoa(pos) }
+
+// messageContent reads content that is a string, null, or an array of
+// parts ({type:text,text} and {type:refusal,refusal}).
+func messageContent(raw json.RawMessage) (content, refusal string) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", ""
+	}
+	if raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return s, ""
+		}
+		return "", ""
+	}
+	var parts []struct {
+		Type    string     `json:"type"`
+		Text    flexString `json:"text"`
+		Refusal flexString `json:"refusal"`
+	}
+	if json.Unmarshal(raw, &parts) != nil {
+		return "", ""
+	}
+	var c, r strings.Builder
+	for _, p := range parts {
+		switch p.Type {
+		case "text", "output_text":
+			c.WriteString(p.Text.s)
+		case "refusal":
+			r.WriteString(p.Refusal.s)
+		}
+	}
+	return c.String(), r.String()
+}
+
+// argumentsText returns tool arguments as JSON text: a string value is
+// decoded, an object sent as such (some local servers) is kept verbatim,
+// and null or absent is "".
+func argumentsText(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	if raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return s
+		}
+		return ""
+	}
+	return string(raw)
+}

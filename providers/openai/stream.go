@@ -1,0 +1,442 @@
+package openai
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/providers/internal/jsonscan"
+	"github.com/chorusrt/chorus/providers/internal/wire"
+)
+
+// legacyFunctionIndex is the tool index given to a legacy delta.function_call
+// so that it never collides with a tool_calls entry.
+const legacyFunctionIndex = -1
+
+// maxErrorText caps the raw text kept from an error event with no known shape.
+const maxErrorText = 512
+
+// emptyArguments is the arguments text of a call that sent none.
+const emptyArguments = "{}"
+
+// NewStreamDecoder returns a decoder for one streamed chat completion.
+func (Codec) NewStreamDecoder() wire.StreamDecoder { return &streamDecoder{} }
+
+// streamDecoder walks each chunk with jsonscan: no chunk is unmarshalled,
+// only the strings that become events are decoded. It is not safe for
+// concurrent use.
+type streamDecoder struct {
+	b     llm.ResultBuilder
+	tools wire.ToolAssembler
+
+	started  bool
+	complete bool
+
+	finishSent bool
+	finish     llm.FinishReason
+
+	usageSent bool
+	usage     llm.Usage
+
+	// argsSeen[pos] records whether call pos received any argument text.
+	argsSeen []bool
+
+	haveID, haveModel bool
+}
+
+func (d *streamDecoder) Complete() bool          { return d.complete }
+func (d *streamDecoder) Started() bool           { return d.started }
+func (d *streamDecoder) Result() *llm.ChatResult { return d.b.Result() }
+
+func (d *streamDecoder) send(emit wire.Emit, ev llm.Event) error {
+	d.b.Apply(&ev)
+	d.started = true
+	if !emit(ev) {
+		return wire.ErrAborted
+	}
+	return nil
+}
+
+func decodeErr(what string, err error) error {
+	return &llm.DecodeError{Provider: formatName, Err: fmt.Errorf("stream %s: %w", what, err)}
+}
+
+var errNotObject = errors.New("chunk is not a JSON object")
+
+// Feed decodes one SSE event: a chat.completion.chunk, the [DONE] sentinel,
+// or an error (an `event: error` or a chunk holding an error object).
+func (d *streamDecoder) Feed(name, data []byte, emit wire.Emit) (bool, error) {
+	data = trimSpace(data)
+	if len(data) == 0 {
+		return false, nil
+	}
+	if string(name) == "error" {
+		return false, d.errorEvent(data)
+	}
+	if data[0] != '{' {
+		if string(data) == "[DONE]" {
+			d.complete = true
+			return true, d.closeEmptyCalls(emit)
+		}
+		return false, decodeErr("chunk", errNotObject)
+	}
+
+	var choices, usage, errv, xgroq []byte
+	o := jsonscan.NewObject(data)
+	for o.Next() {
+		switch string(o.Key()) {
+		case "choices":
+			choices = o.Value()
+		case "usage":
+			usage = o.Value()
+		case "error":
+			errv = o.Value()
+		case "x_groq":
+			xgroq = o.Value()
+		case "id":
+			if !d.haveID {
+				s, err := jsonscan.String(o.Value())
+				if err == nil && s != "" {
+					d.b.SetMeta(s, "")
+					d.haveID = true
+				}
+			}
+		case "model":
+			if !d.haveModel {
+				s, err := jsonscan.String(o.Value())
+				if err == nil && s != "" {
+					d.b.SetMeta("", s)
+					d.haveModel = true
+				}
+			}
+		}
+	}
+	if err := o.Err(); err != nil {
+		return false, decodeErr("chunk", err)
+	}
+
+	var finish []byte
+	if len(choices) > 0 && !jsonscan.IsNull(choices) {
+		a := jsonscan.NewArray(choices)
+		for a.Next() {
+			f, err := d.choice(a.Value(), emit)
+			if err != nil {
+				return false, err
+			}
+			if f != nil {
+				finish = f
+			}
+		}
+		if err := a.Err(); err != nil {
+			return false, decodeErr("choices", err)
+		}
+	}
+
+	if jsonscan.IsNull(usage) && len(xgroq) > 0 {
+		usage = jsonscan.Get(xgroq, "usage") // Groq without stream_options
+	}
+	if err := d.usageEvent(usage, emit); err != nil {
+		return false, err
+	}
+
+	if finish != nil {
+		d.complete = true
+		if err := d.closeEmptyCalls(emit); err != nil {
+			return false, err
+		}
+		r := wire.FinishFor(mapFinish(finish), d.tools.Len())
+		if !d.finishSent || r != d.finish {
+			d.finishSent, d.finish = true, r
+			if err := d.send(emit, llm.Event{Type: llm.EventFinish, Finish: r}); err != nil {
+				return false, err
+			}
+		}
+	}
+
+	if len(errv) > 0 && !jsonscan.IsNull(errv) {
+		info, status := errorFromBody(&errorBody{Error: errv})
+		if info == (wire.ErrorInfo{}) {
+			info.Message = clip(errv)
+		}
+		return false, apiError(info, status)
+	}
+	return false, nil
+}
+
+// choice decodes one element of choices and returns its finish_reason value
+// when it is the first choice and has one.
+func (d *streamDecoder) choice(v []byte, emit wire.Emit) (finish []byte, err error) {
+	var idx int
+	var delta, fin []byte
+	o := jsonscan.NewObject(v)
+	for o.Next() {
+		switch string(o.Key()) {
+		case "index":
+			n, err := jsonscan.Int(o.Value())
+			if err != nil {
+				return nil, decodeErr("choices[].index", err)
+			}
+			idx = n
+		case "delta":
+			delta = o.Value()
+		case "finish_reason":
+			fin = o.Value()
+		}
+	}
+	if err := o.Err(); err != nil {
+		return nil, decodeErr("choice", err)
+	}
+	if len(delta) > 0 && !jsonscan.IsNull(delta) {
+		if err := d.delta(idx, delta, emit); err != nil {
+			return nil, err
+		}
+	}
+	if idx == 0 && hasFinish(fin) {
+		return fin, nil
+	}
+	return nil, nil
+}
+
+func (d *streamDecoder) delta(choice int, v []byte, emit wire.Emit) error {
+	var content, rc, rs, rd, refusal, tools, fcall []byte
+	o := jsonscan.NewObject(v)
+	for o.Next() {
+		switch string(o.Key()) {
+		case "content":
+			content = o.Value()
+		case "reasoning_content":
+			rc = o.Value()
+		case "reasoning":
+			rs = o.Value()
+		case "reasoning_details":
+			rd = o.Value()
+		case "refusal":
+			refusal = o.Value()
+		case "tool_calls":
+			tools = o.Value()
+		case "function_call":
+			fcall = o.Value()
+		}
+	}
+	if err := o.Err(); err != nil {
+		return decodeErr("delta", err)
+	}
+
+	if choice == 0 {
+		// Reasoning: one source per chunk, reasoning_content > reasoning >
+		// reasoning_details (gateways often send two of them with the
+		// same text).
+		s, err := textValue(rc)
+		if err != nil {
+			return decodeErr("delta.reasoning_content", err)
+		}
+		if s == "" {
+			if s, err = textValue(rs); err != nil {
+				return decodeErr("delta.reasoning", err)
+			}
+		}
+		if s == "" && len(rd) > 0 {
+			if s, err = foldReasoningDetails(rd); err != nil {
+				return decodeErr("delta.reasoning_details", err)
+			}
+		}
+		if s != "" {
+			if err := d.send(emit, llm.Event{Type: llm.EventReasoning, Text: s}); err != nil {
+				return err
+			}
+		}
+		if len(content) > 0 {
+			s, err := textValue(content)
+			if err != nil {
+				return decodeErr("delta.content", err)
+			}
+			if s != "" {
+				if err := d.send(emit, llm.Event{Type: llm.EventText, Text: s}); err != nil {
+					return err
+				}
+			}
+		}
+		if len(refusal) > 0 {
+			s, err := textValue(refusal)
+			if err != nil {
+				return decodeErr("delta.refusal", err)
+			}
+			if s != "" {
+				if err := d.send(emit, llm.Event{Type: llm.EventRefusal, Text: s}); err != nil {
+					return err
+				}
+			}
+		}
+	}
+
+	if len(tools) > 0 && !jsonscan.IsNull(tools) {
+		a := jsonscan.NewArray(tools)
+		for a.Next() {
+			if err := d.toolCall(choice, a.Value(), false, emit); err != nil {
+				return err
+			}
+		}
+		if err := a.Err(); err != nil {
+			return decodeErr("delta.tool_calls", err)
+		}
+	}
+	if len(fcall) > 0 && isObject(fcall) {
+		if err := d.toolCall(choice, fcall, true, emit); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// toolCall decodes one tool_calls entry (or a legacy function_call object)
+// and emits a start for a new call or a delta for a continuation.
+func (d *streamDecoder) toolCall(choice int, v []byte, legacy bool, emit wire.Emit) error {
+	index := 0
+	var id, fn, name, args []byte
+	if legacy {
+		index, fn = legacyFunctionIndex, v
+	} else {
+		o := jsonscan.NewObject(v)
+		for o.Next() {
+			switch string(o.Key()) {
+			case "index":
+				n, err := jsonscan.Int(o.Value())
+				if err != nil {
+					return decodeErr("tool_calls[].index", err)
+				}
+				index = n
+			case "id":
+				id = o.Value()
+			case "function":
+				fn = o.Value()
+			}
+		}
+		if err := o.Err(); err != nil {
+			return decodeErr("tool_calls[]", err)
+		}
+	}
+	if len(fn) > 0 && isObject(fn) {
+		o := jsonscan.NewObject(fn)
+		for o.Next() {
+			switch string(o.Key()) {
+			case "name":
+				name = o.Value()
+			case "arguments":
+				args = o.Value()
+			}
+		}
+		if err := o.Err(); err != nil {
+			return decodeErr("tool_calls[].function", err)
+		}
+	}
+	idStr, err := textValue(id)
+	if err != nil {
+		return decodeErr("tool_calls[].id", err)
+	}
+	argStr, err := argumentsValue(args)
+	if err != nil {
+		return decodeErr("tool_calls[].function.arguments", err)
+	}
+	pos, isNew := d.tools.Lookup(choice, index, idStr)
+	if isNew {
+		nameStr, err := textValue(name)
+		if err != nil {
+			return decodeErr("tool_calls[].function.name", err)
+		}
+		if idStr == "" {
+			idStr = syntheticCallID(pos)
+		}
+		d.argsSeen = append(d.argsSeen, argStr != "")
+		return d.send(emit, llm.Event{
+			Type: llm.EventToolCallStart, ToolIndex: pos,
+			ToolCallID: idStr, ToolName: nameStr, Text: argStr,
+		})
+	}
+	if argStr == "" {
+		return nil
+	}
+	d.argsSeen[pos] = true
+	return d.send(emit, llm.Event{Type: llm.EventToolCallDelta, ToolIndex: pos, Text: argStr})
+}
+
+// closeEmptyCalls gives a call whose arguments never arrived (null, "" or
+// missing in every chunk) the arguments "{}" when the answer completes, so
+// that every completed call carries valid JSON.
+func (d *streamDecoder) closeEmptyCalls(emit wire.Emit) error {
+	for pos, seen := range d.argsSeen {
+		if !seen {
+			d.argsSeen[pos] = true
+			if err := d.send(emit, llm.Event{Type: llm.EventToolCallDelta, ToolIndex: pos, Text: emptyArguments}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (d *streamDecoder) usageEvent(v []byte, emit wire.Emit) error {
+	if len(v) == 0 || jsonscan.IsNull(v) {
+		return nil
+	}
+	u, ok, err := parseUsage(v)
+	if err != nil {
+		return decodeErr("usage", err)
+	}
+	if !ok || (d.usageSent && u == d.usage) {
+		return nil
+	}
+	d.usageSent, d.usage = true, u
+	up := new(llm.Usage) // the event's copy; the only allocation a usage chunk makes
+	*up = u
+	return d.send(emit, llm.Event{Type: llm.EventUsage, Usage: up})
+}
+
+// errorEvent turns an `event: error` into an *llm.APIError.
+func (d *streamDecoder) errorEvent(data []byte) error {
+	info, status := parseErrorInfo(data)
+	if info == (wire.ErrorInfo{}) {
+		info.Message = clip(data)
+	}
+	return apiError(info, status)
+}
+
+func clip(b []byte) string {
+	if len(b) > maxErrorText {
+		b = b[:maxErrorText]
+	}
+	return string(b)
+}
+
+// textValue decodes a string value; null, absent and non-string values
+// (which some servers send for reasoning fields) are "".
+func textValue(v []byte) (string, error) {
+	if !jsonscan.IsString(v) {
+		return "", nil
+	}
+	return jsonscan.String(v)
+}
+
+// argumentsValue decodes tool-call arguments: a string fragment as itself,
+// an object or array (sent whole by some local servers) as its JSON text,
+// and null, absent or anything else as "".
+func argumentsValue(v []byte) (string, error) {
+	switch firstByte(v) {
+	case '"':
+		return jsonscan.String(v)
+	case '{', '[':
+		return string(trimSpace(v)), nil
+	}
+	return "", nil
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && isSpaceByte(b[0]) {
+		b = b[1:]
+	}
+	for len(b) > 0 && isSpaceByte(b[len(b)-1]) {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+func isSpaceByte(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }

@@ -1,0 +1,167 @@
+package providers
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/chorusrt/chorus/llm"
+)
+
+// RetryPolicy shapes the retry ladder. Zero fields take the defaults.
+type RetryPolicy struct {
+	// MaxAttempts counts the first attempt; 1 disables retries. Default 5.
+	MaxAttempts int
+	// BaseDelay is the first backoff; it doubles per retry. Default 1s.
+	BaseDelay time.Duration
+	// MaxDelay caps the computed backoff (after jitter). Default 30s.
+	MaxDelay time.Duration
+	// MaxRetryAfter caps a provider's retry-after hint. Default 120s. A hint
+	// above the cap, or beyond the call's remaining budget, ends the ladder
+	// with the rate-limit error instead of sleeping past the deadline.
+	MaxRetryAfter time.Duration
+	// Jitter is the ± fraction applied to computed backoffs. Default 0.2.
+	Jitter float64
+}
+
+// DefaultRetryPolicy is the ladder used when none is set.
+var DefaultRetryPolicy = RetryPolicy{MaxAttempts: 5, BaseDelay: time.Second, MaxDelay: 30 * time.Second, MaxRetryAfter: 120 * time.Second, Jitter: 0.2}
+
+func (p RetryPolicy) withDefaults() RetryPolicy {
+	d := DefaultRetryPolicy
+	if p.MaxAttempts > 0 {
+		d.MaxAttempts = p.MaxAttempts
+	}
+	if p.BaseDelay > 0 {
+		d.BaseDelay = p.BaseDelay
+	}
+	if p.MaxDelay > 0 {
+		d.MaxDelay = p.MaxDelay
+	}
+	if p.MaxRetryAfter > 0 {
+		d.MaxRetryAfter = p.MaxRetryAfter
+	}
+	if p.Jitter > 0 {
+		d.Jitter = min(p.Jitter, 1)
+	}
+	return d
+}
+
+// backoff is the wait before retry number n (n >= 1).
+func (p RetryPolicy) backoff(n int) time.Duration {
+	shift := min(n-1, 20)
+	d := float64(p.BaseDelay) * float64(uint64(1)<<shift)
+	d *= 1 + p.Jitter*(2*rand.Float64()-1)
+	return min(time.Duration(d), p.MaxDelay)
+}
+
+// retryableStatus is the set of HTTP statuses worth another attempt.
+func retryableStatus(status int) bool {
+	switch status {
+	case 408, 429, 500, 502, 503, 504, 529, 520, 521, 522, 523, 524:
+		return true
+	}
+	return false
+}
+
+// quotaExhausted reports a 429 that means billing or quota, not pacing.
+func quotaExhausted(code, typ, msg string) bool {
+	s := strings.ToLower(code + " " + typ + " " + msg)
+	return containsAny(s, "insufficient_quota", "insufficient balance", "insufficient_balance", "exceeded your current quota",
+		"no resource package", "billing", "credit balance is too low", "quota exceeded for quota metric")
+}
+
+// errClass names an error for the attempt observer.
+func errClass(err error) string {
+	if err == nil {
+		return ""
+	}
+	var rl *llm.RateLimitError
+	var api *llm.APIError
+	var te *llm.TransportError
+	var de *llm.DecodeError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, llm.ErrIdleTimeout):
+		return "idle_timeout"
+	case errors.Is(err, llm.ErrPrematureClose):
+		return "premature_close"
+	case errors.As(err, &rl):
+		return "rate_limit"
+	case errors.As(err, &api):
+		if api.Status >= 500 || api.Status == 0 {
+			return "server"
+		}
+		return "client"
+	case errors.As(err, &te):
+		return "transport"
+	case errors.As(err, &de):
+		return "decode"
+	}
+	return "other"
+}
+
+// retryable reports whether the ladder may try err again.
+func retryable(err error) bool {
+	var api *llm.APIError
+	if errors.As(err, &api) {
+		return api.Retryable
+	}
+	var te *llm.TransportError
+	if errors.As(err, &te) {
+		return true
+	}
+	return errors.Is(err, llm.ErrIdleTimeout) || errors.Is(err, llm.ErrPrematureClose)
+}
+
+// retryHint is the provider's requested wait carried by err, if any.
+func retryHint(err error) time.Duration {
+	var rl *llm.RateLimitError
+	if errors.As(err, &rl) {
+		return rl.RetryAfter
+	}
+	return 0
+}
+
+// nextWait decides the wait before the next attempt; ok is false when the
+// ladder must stop (no attempts left, or the wait does not fit the budget).
+func (p RetryPolicy) nextWait(ctx context.Context, attempt int, err error) (time.Duration, bool) {
+	if attempt >= p.MaxAttempts || !retryable(err) {
+		return 0, false
+	}
+	wait := p.backoff(attempt)
+	if h := retryHint(err); h > 0 {
+		if h > p.MaxRetryAfter {
+			return 0, false
+		}
+		wait = h
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= wait {
+		return 0, false
+	}
+	return wait, true
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}

@@ -1,0 +1,336 @@
+package providers
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/providers/internal/sse"
+	"github.com/chorusrt/chorus/providers/internal/wire"
+)
+
+// Stream starts a streaming chat call. A bad request is rejected here with
+// a *llm.ConfigError and nothing is sent; every other failure arrives through
+// the stream. Retries happen only before the first event reaches the caller;
+// after it, a failure ends the stream with a *llm.StreamError holding the
+// partial result.
+//
+// The goroutine that reads the body decodes each event once and writes it
+// straight into the stream's bounded channel: a slow reader slows the body
+// read, never buffers without bound.
+func (c *Client) Stream(ctx context.Context, req *llm.ChatRequest) (*llm.Stream, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	if _, err := c.codec.ChatRequest(req, c.buildOpts(true, c.learned.snapshot())); err != nil {
+		return nil, err
+	}
+	bctx, cancel := c.budget(ctx)
+	s, w, sctx := llm.NewStream(bctx, c.buffer)
+	go func() {
+		defer cancel()
+		c.runStream(sctx, req, w)
+	}()
+	return s, nil
+}
+
+type streamState struct {
+	w       *llm.StreamWriter
+	started bool
+}
+
+func (st *streamState) emit(ev llm.Event) bool {
+	st.started = true
+	return st.w.Emit(ev)
+}
+
+func (c *Client) runStream(ctx context.Context, req *llm.ChatRequest, w *llm.StreamWriter) {
+	st := &streamState{w: w}
+	emit := st.emit
+	for attempt := 1; ; attempt++ {
+		sent := c.learned.snapshot()
+		start := time.Now()
+		var res *llm.ChatResult
+		var status int
+		var err error
+		if c.learned.Has(LearnBuffered) {
+			res, status, err = c.bufferedAsStream(ctx, req, sent, attempt, emit)
+		} else {
+			res, status, err = c.streamAttempt(ctx, req, sent, attempt, emit)
+		}
+		ev := AttemptEvent{Provider: c.cfg.ID, Op: "stream", Model: req.Model, Attempt: attempt, Status: status, Duration: time.Since(start), Err: err, ErrClass: errClass(err)}
+		if res != nil {
+			ev.RequestID = res.Meta.RequestID
+		}
+		if err == nil {
+			c.observeAttempt(ev)
+			w.Finish(res, nil)
+			return
+		}
+		if errors.Is(err, wire.ErrAborted) {
+			err = ctxErr(ctx)
+			if err == nil {
+				err = context.Canceled
+			}
+		}
+		if st.started {
+			c.observeAttempt(ev)
+			w.Finish(res, &llm.StreamError{Partial: res, Err: err})
+			return
+		}
+		wait, again := c.next(ctx, attempt, err, func() bool { return c.learnFrom(err, req, sent, true) })
+		if again {
+			ev.Wait = wait
+		}
+		c.observeAttempt(ev)
+		if !again {
+			w.Finish(nil, finalError(ctx, err, attempt))
+			return
+		}
+		if serr := sleep(ctx, wait); serr != nil {
+			w.Finish(nil, finalError(ctx, err, attempt))
+			return
+		}
+	}
+}
+
+// bufferedAsStream serves a stream from a buffered call once the provider
+// is known to reject streaming.
+func (c *Client) bufferedAsStream(ctx context.Context, req *llm.ChatRequest, sent wire.Learned, attempt int, emit wire.Emit) (*llm.ChatResult, int, error) {
+	wreq, err := c.codec.ChatRequest(req, c.buildOpts(false, sent))
+	if err != nil {
+		return nil, 0, err
+	}
+	res, status, err := c.chatAttempt(ctx, wreq, attempt)
+	if err != nil {
+		return nil, status, err
+	}
+	res.Meta.Buffered = true
+	if !emitResult(res, emit) {
+		return res, status, wire.ErrAborted
+	}
+	return res, status, nil
+}
+
+// emitResult replays a whole result as events, in stream order.
+func emitResult(res *llm.ChatResult, emit wire.Emit) bool {
+	if res.Reasoning != "" && !emit(llm.Event{Type: llm.EventReasoning, Text: res.Reasoning}) {
+		return false
+	}
+	if res.Content != "" && !emit(llm.Event{Type: llm.EventText, Text: res.Content}) {
+		return false
+	}
+	if res.Refusal != "" && !emit(llm.Event{Type: llm.EventRefusal, Text: res.Refusal}) {
+		return false
+	}
+	for i, tc := range res.ToolCalls {
+		if !emit(llm.Event{Type: llm.EventToolCallStart, ToolIndex: i, ToolCallID: tc.ID, ToolName: tc.Name, Text: tc.Arguments, Signature: tc.Signature}) {
+			return false
+		}
+	}
+	if !res.Usage.IsZero() {
+		u := res.Usage
+		if !emit(llm.Event{Type: llm.EventUsage, Usage: &u}) {
+			return false
+		}
+	}
+	return emit(llm.Event{Type: llm.EventFinish, Finish: res.FinishReason})
+}
+
+func (c *Client) streamAttempt(ctx context.Context, req *llm.ChatRequest, sent wire.Learned, attempt int, emit wire.Emit) (*llm.ChatResult, int, error) {
+	wreq, err := c.codec.ChatRequest(req, c.buildOpts(true, sent))
+	if err != nil {
+		return nil, 0, err
+	}
+	actx, acancel := context.WithCancelCause(ctx)
+	defer acancel(nil)
+	var activity atomic.Uint64
+	wd := startWatchdog(c.idle, &activity, func() { acancel(llm.ErrIdleTimeout) })
+	defer wd.stop()
+
+	resp, err := c.send(actx, wreq, true)
+	if err != nil {
+		return nil, statusOf(err), err
+	}
+	defer resp.Body.Close()
+	activity.Add(1)
+	meta := responseMeta(c.cfg.ID, resp, attempt, time.Now())
+	dec := c.codec.NewStreamDecoder()
+	result := func() *llm.ChatResult {
+		r := dec.Result()
+		r.Meta = meta
+		r.Meta.Model = r.Model
+		return r
+	}
+
+	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	br := bufio.NewReaderSize(resp.Body, 512)
+	switch {
+	case ct == "text/event-stream":
+		err = pumpSSE(br, dec, emit, &activity)
+	case c.cfg.Format == FormatGemini && firstByte(br) == '[':
+		err = pumpJSONArray(br, dec, emit, &activity)
+	default:
+		// A 200 that is not a stream: parse it as the buffered answer it is,
+		// learn that this provider buffers, and never send a second request.
+		body, rerr := readCapped(br, MaxResponseBytes)
+		if rerr != nil {
+			return nil, resp.StatusCode, c.readError(actx, rerr)
+		}
+		res, perr := c.codec.ParseChat(body)
+		if perr != nil {
+			return nil, resp.StatusCode, c.stampError(perr, resp)
+		}
+		c.learn(LearnBuffered, "a stream request was answered with "+ct)
+		res.Meta = meta
+		res.Meta.Model = res.Model
+		res.Meta.Buffered = true
+		if !emitResult(res, emit) {
+			return res, resp.StatusCode, wire.ErrAborted
+		}
+		return res, resp.StatusCode, nil
+	}
+	if err != nil {
+		if !errors.Is(err, wire.ErrAborted) {
+			err = c.readError(actx, err)
+			err = c.stampError(err, resp)
+		}
+		return result(), resp.StatusCode, err
+	}
+	if !dec.Complete() {
+		return result(), resp.StatusCode, llm.ErrPrematureClose
+	}
+	// Let the connection be reused: the terminator may precede a few bytes.
+	_, _ = io.CopyN(io.Discard, br, 4<<10)
+	return result(), resp.StatusCode, nil
+}
+
+// readError types an error met while reading a 200 body.
+func (c *Client) readError(ctx context.Context, err error) error {
+	var api *llm.APIError
+	var de *llm.DecodeError
+	switch {
+	case errors.As(err, &api), errors.As(err, &de):
+		return err
+	case ctxErr(ctx) != nil:
+		return ctxErr(ctx)
+	case errors.Is(err, sse.ErrTooLarge), errors.Is(err, errTooLarge):
+		return &llm.DecodeError{Provider: c.cfg.ID, Err: err}
+	}
+	return &llm.TransportError{Provider: c.cfg.ID, Err: errors.New(c.redact(err.Error()))}
+}
+
+func pumpSSE(r io.Reader, dec wire.StreamDecoder, emit wire.Emit, activity *atomic.Uint64) error {
+	sr := sse.NewReader(r, activity)
+	for {
+		ev, err := sr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		done, err := dec.Feed(ev.Name, ev.Data, emit)
+		if err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+// pumpJSONArray feeds the elements of a streamed JSON array (Gemini without
+// alt=sse) to the decoder as they arrive.
+func pumpJSONArray(r io.Reader, dec wire.StreamDecoder, emit wire.Emit, activity *atomic.Uint64) error {
+	jd := json.NewDecoder(r)
+	if _, err := jd.Token(); err != nil {
+		return err
+	}
+	for jd.More() {
+		var raw json.RawMessage
+		if err := jd.Decode(&raw); err != nil {
+			return err
+		}
+		activity.Add(1)
+		if _, err := dec.Feed(nil, raw, emit); err != nil {
+			return err
+		}
+	}
+	_, err := jd.Token()
+	return err
+}
+
+func firstByte(br *bufio.Reader) byte {
+	for i := 1; i <= 64; i++ {
+		b, err := br.Peek(i)
+		if err != nil || len(b) < i {
+			return 0
+		}
+		switch c := b[i-1]; c {
+		case ' ', '\n', '\r', '\t':
+			continue
+		default:
+			return c
+		}
+	}
+	return 0
+}
+
+// watchdog fires once when its activity counter has not moved for idle.
+// It samples every idle/4, so a stall is detected within 1.25×idle; the
+// hot path pays one atomic add per line.
+type watchdog struct {
+	mu       sync.Mutex
+	t        *time.Timer
+	stopped  bool
+	last     uint64
+	lastSeen time.Time
+}
+
+func startWatchdog(idle time.Duration, activity *atomic.Uint64, fire func()) *watchdog {
+	w := &watchdog{lastSeen: time.Now()}
+	if idle <= 0 {
+		w.stopped = true
+		return w
+	}
+	period := max(idle/4, time.Millisecond)
+	var check func()
+	check = func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.stopped {
+			return
+		}
+		now := time.Now()
+		if cur := activity.Load(); cur != w.last {
+			w.last, w.lastSeen = cur, now
+		} else if now.Sub(w.lastSeen) >= idle {
+			w.stopped = true
+			fire()
+			return
+		}
+		w.t.Reset(period)
+	}
+	w.mu.Lock()
+	w.t = time.AfterFunc(period, check)
+	w.mu.Unlock()
+	return w
+}
+
+func (w *watchdog) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopped = true
+	if w.t != nil {
+		w.t.Stop()
+	}
+}
+
