@@ -300,40 +300,71 @@ func (c *Client) Chat(ctx context.Context, req *llm.ChatRequest) (*llm.ChatResul
 	}
 	ctx, cancel := c.budget(ctx)
 	defer cancel()
-	for attempt := 1; ; attempt++ {
+	var res *llm.ChatResult
+	err := c.ladder(ctx, "chat", req.Model, func(ctx context.Context, attempt int) attemptResult {
 		sent := c.learned.snapshot()
-		wreq, err := c.codec.ChatRequest(req, c.buildOpts(false, sent))
+		codec := c.chatCodec(req, sent)
+		wreq, err := codec.ChatRequest(req, c.buildOpts(false, sent))
 		if err != nil {
-			return nil, err
+			return attemptResult{err: err}
 		}
+		r, status, err := c.chatAttempt(ctx, codec, wreq, attempt)
+		if err != nil {
+			return attemptResult{status: status, err: err, relearned: c.learnFrom(err, req, sent, false)}
+		}
+		res = r
+		return attemptResult{status: status, requestID: r.Meta.RequestID}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// attemptResult is what one attempt tells the ladder.
+type attemptResult struct {
+	status    int
+	requestID string
+	err       error
+	// relearned: the attempt taught a learn-once flag; try again at once.
+	relearned bool
+}
+
+// ladder runs attempts of one operation until one succeeds, the error is
+// final, the attempts run out, or the budget in ctx cannot hold the next
+// wait. Every attempt is reported to the attempt observer. Operations other
+// than streaming chat use it as is; streams use it with an attempt that
+// marks itself final once an event reached the caller.
+func (c *Client) ladder(ctx context.Context, op, model string, fn func(ctx context.Context, attempt int) attemptResult) error {
+	for attempt := 1; ; attempt++ {
 		start := time.Now()
-		res, status, err := c.chatAttempt(ctx, wreq, attempt)
-		ev := AttemptEvent{Provider: c.cfg.ID, Op: "chat", Model: req.Model, Attempt: attempt, Status: status, Duration: time.Since(start), Err: err, ErrClass: errClass(err)}
-		if err == nil {
-			ev.RequestID = res.Meta.RequestID
+		r := fn(ctx, attempt)
+		ev := AttemptEvent{Provider: c.cfg.ID, Op: op, Model: model, Attempt: attempt, Status: r.status, Duration: time.Since(start), Err: r.err, ErrClass: errClass(r.err), RequestID: r.requestID}
+		if r.err == nil {
 			c.observeAttempt(ev)
-			return res, nil
+			return nil
 		}
-		wait, again := c.next(ctx, attempt, err, func() bool { return c.learnFrom(err, req, sent, false) })
+		wait, again := c.next(ctx, attempt, r.err, r.relearned)
 		if again {
 			ev.Wait = wait
 		}
 		c.observeAttempt(ev)
 		if !again {
-			return nil, finalError(ctx, err, attempt)
+			return finalError(ctx, r.err, attempt)
 		}
 		if serr := sleep(ctx, wait); serr != nil {
-			return nil, finalError(ctx, err, attempt)
+			return finalError(ctx, r.err, attempt)
 		}
 	}
 }
 
 // next decides whether and when to try again.
-func (c *Client) next(ctx context.Context, attempt int, err error, learn func() bool) (time.Duration, bool) {
-	if ctx.Err() != nil {
+func (c *Client) next(ctx context.Context, attempt int, err error, relearned bool) (time.Duration, bool) {
+	var final *finalErr
+	if ctx.Err() != nil || errors.As(err, &final) {
 		return 0, false
 	}
-	if learn() {
+	if relearned {
 		return 0, attempt < c.retry.MaxAttempts
 	}
 	return c.retry.nextWait(ctx, attempt, err)
@@ -343,6 +374,10 @@ func (c *Client) next(ctx context.Context, attempt int, err error, learn func() 
 // provider error (a budget that ran out while waiting keeps the provider's
 // error, which says more), or the context's error when the call was cut.
 func finalError(ctx context.Context, err error, attempts int) error {
+	var final *finalErr
+	if errors.As(err, &final) {
+		err = final.err
+	}
 	var rl *llm.RateLimitError
 	if errors.As(err, &rl) {
 		rl.Attempts = attempts
@@ -353,7 +388,14 @@ func finalError(ctx context.Context, err error, attempts int) error {
 	return err
 }
 
-func (c *Client) chatAttempt(ctx context.Context, wreq *wire.Request, attempt int) (*llm.ChatResult, int, error) {
+// finalErr marks an attempt's error as the end of the ladder (a stream
+// whose events already reached the caller).
+type finalErr struct{ err error }
+
+func (e *finalErr) Error() string { return e.err.Error() }
+func (e *finalErr) Unwrap() error { return e.err }
+
+func (c *Client) chatAttempt(ctx context.Context, codec wire.Codec, wreq *wire.Request, attempt int) (*llm.ChatResult, int, error) {
 	resp, err := c.send(ctx, wreq, false)
 	if err != nil {
 		return nil, statusOf(err), err
@@ -369,7 +411,7 @@ func (c *Client) chatAttempt(ctx context.Context, wreq *wire.Request, attempt in
 		}
 		return nil, resp.StatusCode, &llm.TransportError{Provider: c.cfg.ID, Err: err}
 	}
-	res, err := c.codec.ParseChat(body)
+	res, err := codec.ParseChat(body)
 	if err != nil {
 		return nil, resp.StatusCode, c.stampError(err, resp)
 	}

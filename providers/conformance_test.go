@@ -115,8 +115,16 @@ func classifyExchange(e fixture.Entry, ex fixture.Exchange) (exchangeKind, strin
 		if ex.Response.Stream {
 			k.stream = true
 		}
-	case path == "" && bytes.Contains(body, []byte(`"chat.completion`)):
+	case path == "" && (bytes.Contains(body, []byte(`"chat.completion`)) || strings.Contains(e.File, "/chat/__fixtures__/")):
 		k.format = FormatOpenAI
+	case path == "" && strings.Contains(e.File, "/responses/__fixtures__/"):
+		return k, "OpenAI Responses API (issue 3)"
+	case path == "" && strings.Contains(e.File, "/completion/__fixtures__/"):
+		return k, "legacy /completions API (not offered)"
+	case path == "" && strings.Contains(e.File, "/transcription/__fixtures__/"):
+		return k, "audio (issue 3)"
+	case strings.Contains(path, "cachedContents"):
+		return k, "Gemini context caching (not offered)"
 	case strings.Contains(path, "/responses") || bytes.Contains(body, []byte(`"response.`)) || bytes.Contains(body, []byte(`"object":"response"`)) || bytes.Contains(body, []byte(`"object": "response"`)):
 		return k, "OpenAI Responses API (issue 3)"
 	case strings.Contains(path, "embed") || bytes.Contains(body, []byte(`"embedding`)):

@@ -29,7 +29,8 @@ func (c *Client) Stream(ctx context.Context, req *llm.ChatRequest) (*llm.Stream,
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	if _, err := c.codec.ChatRequest(req, c.buildOpts(true, c.learned.snapshot())); err != nil {
+	sent := c.learned.snapshot()
+	if _, err := c.chatCodec(req, sent).ChatRequest(req, c.buildOpts(true, sent)); err != nil {
 		return nil, err
 	}
 	bctx, cancel := c.budget(ctx)
@@ -54,61 +55,57 @@ func (st *streamState) emit(ev llm.Event) bool {
 func (c *Client) runStream(ctx context.Context, req *llm.ChatRequest, w *llm.StreamWriter) {
 	st := &streamState{w: w}
 	emit := st.emit
-	for attempt := 1; ; attempt++ {
+	var res *llm.ChatResult
+	err := c.ladder(ctx, "stream", req.Model, func(ctx context.Context, attempt int) attemptResult {
 		sent := c.learned.snapshot()
-		start := time.Now()
-		var res *llm.ChatResult
+		codec := c.chatCodec(req, sent)
 		var status int
 		var err error
 		if c.learned.Has(LearnBuffered) {
-			res, status, err = c.bufferedAsStream(ctx, req, sent, attempt, emit)
+			res, status, err = c.bufferedAsStream(ctx, codec, req, sent, attempt, emit)
 		} else {
-			res, status, err = c.streamAttempt(ctx, req, sent, attempt, emit)
+			res, status, err = c.streamAttempt(ctx, codec, req, sent, attempt, emit)
 		}
-		ev := AttemptEvent{Provider: c.cfg.ID, Op: "stream", Model: req.Model, Attempt: attempt, Status: status, Duration: time.Since(start), Err: err, ErrClass: errClass(err)}
+		r := attemptResult{status: status, err: err}
 		if res != nil {
-			ev.RequestID = res.Meta.RequestID
+			r.requestID = res.Meta.RequestID
 		}
 		if err == nil {
-			c.observeAttempt(ev)
-			w.Finish(res, nil)
-			return
+			return r
 		}
 		if errors.Is(err, wire.ErrAborted) {
-			err = ctxErr(ctx)
-			if err == nil {
-				err = context.Canceled
+			if r.err = ctxErr(ctx); r.err == nil {
+				r.err = context.Canceled
 			}
 		}
 		if st.started {
-			c.observeAttempt(ev)
-			w.Finish(res, &llm.StreamError{Partial: res, Err: err})
-			return
+			// Events reached the caller: never retried; the partial result goes with the error.
+			r.err = &finalErr{err: &llm.StreamError{Partial: res, Err: r.err}}
+			return r
 		}
-		wait, again := c.next(ctx, attempt, err, func() bool { return c.learnFrom(err, req, sent, true) })
-		if again {
-			ev.Wait = wait
-		}
-		c.observeAttempt(ev)
-		if !again {
-			w.Finish(nil, finalError(ctx, err, attempt))
-			return
-		}
-		if serr := sleep(ctx, wait); serr != nil {
-			w.Finish(nil, finalError(ctx, err, attempt))
-			return
-		}
+		r.relearned = c.learnFrom(err, req, sent, true)
+		return r
+	})
+	var final *llm.StreamError
+	if errors.As(err, &final) {
+		w.Finish(final.Partial, final)
+		return
 	}
+	if err != nil {
+		w.Finish(nil, err)
+		return
+	}
+	w.Finish(res, nil)
 }
 
 // bufferedAsStream serves a stream from a buffered call once the provider
 // is known to reject streaming.
-func (c *Client) bufferedAsStream(ctx context.Context, req *llm.ChatRequest, sent wire.Learned, attempt int, emit wire.Emit) (*llm.ChatResult, int, error) {
-	wreq, err := c.codec.ChatRequest(req, c.buildOpts(false, sent))
+func (c *Client) bufferedAsStream(ctx context.Context, codec wire.Codec, req *llm.ChatRequest, sent wire.Learned, attempt int, emit wire.Emit) (*llm.ChatResult, int, error) {
+	wreq, err := codec.ChatRequest(req, c.buildOpts(false, sent))
 	if err != nil {
 		return nil, 0, err
 	}
-	res, status, err := c.chatAttempt(ctx, wreq, attempt)
+	res, status, err := c.chatAttempt(ctx, codec, wreq, attempt)
 	if err != nil {
 		return nil, status, err
 	}
@@ -144,8 +141,8 @@ func emitResult(res *llm.ChatResult, emit wire.Emit) bool {
 	return emit(llm.Event{Type: llm.EventFinish, Finish: res.FinishReason})
 }
 
-func (c *Client) streamAttempt(ctx context.Context, req *llm.ChatRequest, sent wire.Learned, attempt int, emit wire.Emit) (*llm.ChatResult, int, error) {
-	wreq, err := c.codec.ChatRequest(req, c.buildOpts(true, sent))
+func (c *Client) streamAttempt(ctx context.Context, codec wire.Codec, req *llm.ChatRequest, sent wire.Learned, attempt int, emit wire.Emit) (*llm.ChatResult, int, error) {
+	wreq, err := codec.ChatRequest(req, c.buildOpts(true, sent))
 	if err != nil {
 		return nil, 0, err
 	}
@@ -162,7 +159,7 @@ func (c *Client) streamAttempt(ctx context.Context, req *llm.ChatRequest, sent w
 	defer resp.Body.Close()
 	activity.Add(1)
 	meta := responseMeta(c.cfg.ID, resp, attempt, time.Now())
-	dec := c.codec.NewStreamDecoder()
+	dec := codec.NewStreamDecoder()
 	result := func() *llm.ChatResult {
 		r := dec.Result()
 		r.Meta = meta
@@ -184,7 +181,7 @@ func (c *Client) streamAttempt(ctx context.Context, req *llm.ChatRequest, sent w
 		if rerr != nil {
 			return nil, resp.StatusCode, c.readError(actx, rerr)
 		}
-		res, perr := c.codec.ParseChat(body)
+		res, perr := codec.ParseChat(body)
 		if perr != nil {
 			return nil, resp.StatusCode, c.stampError(perr, resp)
 		}
