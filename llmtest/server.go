@@ -311,6 +311,10 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
+	if op := s.opHandler(r); op != nil {
+		op(w, r, body)
+		return
+	}
 	x, rerr := route(r, body)
 	rec := Recorded{Format: x.format, Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(),
 		Header: r.Header.Clone(), Body: body, Stream: x.stream, Model: x.model}
