@@ -2,6 +2,7 @@ package jsonscan
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -106,4 +107,24 @@ func FuzzWalk(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestSkipStringEscapesAcrossTheFastPath(t *testing.T) {
+	for n := 0; n < 40; n++ {
+		for _, tail := range []string{`\\`, `\"`, `\\\"`, `\\\\`, `a\"b`, `\u0041`} {
+			in := `"` + strings.Repeat("x", n) + tail + `"`
+			var want string
+			if err := json.Unmarshal([]byte(in), &want); err != nil {
+				t.Fatal(err)
+			}
+			end, err := skipString([]byte(in+`,"k"`), 0)
+			if err != nil || end != len(in) {
+				t.Fatalf("skipString(%s) = %d, %v; want %d", in, end, err, len(in))
+			}
+			got, err := String([]byte(in))
+			if err != nil || got != want {
+				t.Fatalf("String(%s) = %q; want %q", in, got, want)
+			}
+		}
+	}
 }
