@@ -25,6 +25,10 @@ type RetryPolicy struct {
 	MaxRetryAfter time.Duration
 	// Jitter is the ± fraction applied to computed backoffs. Default 0.2.
 	Jitter float64
+	// NoRateLimitRetry leaves 429 and 529 answers to the caller instead of
+	// waiting them out: the runtime sets it so that a rate-limited
+	// credential cools down in its actor while another credential serves.
+	NoRateLimitRetry bool
 }
 
 // DefaultRetryPolicy is the ladder used when none is set.
@@ -47,6 +51,7 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 	if p.Jitter > 0 {
 		d.Jitter = min(p.Jitter, 1)
 	}
+	d.NoRateLimitRetry = p.NoRateLimitRetry
 	return d
 }
 
@@ -131,6 +136,10 @@ func retryHint(err error) time.Duration {
 // ladder must stop (no attempts left, or the wait does not fit the budget).
 func (p RetryPolicy) nextWait(ctx context.Context, attempt int, err error) (time.Duration, bool) {
 	if attempt >= p.MaxAttempts || !retryable(err) {
+		return 0, false
+	}
+	var rl *llm.RateLimitError
+	if p.NoRateLimitRetry && errors.As(err, &rl) {
 		return 0, false
 	}
 	wait := p.backoff(attempt)

@@ -42,19 +42,39 @@ func (c *Client) Stream(ctx context.Context, req *llm.ChatRequest) (*llm.Stream,
 	return s, nil
 }
 
+// StreamTo runs a streaming call on the caller's goroutine, handing each
+// event to emit as soon as it is decoded, and returns the whole result. It is
+// the same call as Stream without the channel: the runtime uses it to write
+// events straight into its caller's stream. emit returning false stops the
+// call. Once emit has been called, a failure returns a *llm.StreamError
+// holding the partial result and is never retried.
+func (c *Client) StreamTo(ctx context.Context, req *llm.ChatRequest, emit func(llm.Event) bool) (*llm.ChatResult, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := c.budget(ctx)
+	defer cancel()
+	return c.streamLadder(ctx, req, emit)
+}
+
 type streamState struct {
-	w       *llm.StreamWriter
+	emit    func(llm.Event) bool
 	started bool
 }
 
-func (st *streamState) emit(ev llm.Event) bool {
+func (st *streamState) send(ev llm.Event) bool {
 	st.started = true
-	return st.w.Emit(ev)
+	return st.emit(ev)
 }
 
 func (c *Client) runStream(ctx context.Context, req *llm.ChatRequest, w *llm.StreamWriter) {
-	st := &streamState{w: w}
-	emit := st.emit
+	res, err := c.streamLadder(ctx, req, w.Emit)
+	w.Finish(res, err)
+}
+
+func (c *Client) streamLadder(ctx context.Context, req *llm.ChatRequest, out func(llm.Event) bool) (*llm.ChatResult, error) {
+	st := &streamState{emit: out}
+	emit := st.send
 	var res *llm.ChatResult
 	err := c.ladder(ctx, "stream", req.Model, func(ctx context.Context, attempt int) attemptResult {
 		sent := c.learned.snapshot()
@@ -88,14 +108,12 @@ func (c *Client) runStream(ctx context.Context, req *llm.ChatRequest, w *llm.Str
 	})
 	var final *llm.StreamError
 	if errors.As(err, &final) {
-		w.Finish(final.Partial, final)
-		return
+		return final.Partial, final
 	}
 	if err != nil {
-		w.Finish(nil, err)
-		return
+		return nil, err
 	}
-	w.Finish(res, nil)
+	return res, nil
 }
 
 // bufferedAsStream serves a stream from a buffered call once the provider
@@ -330,4 +348,3 @@ func (w *watchdog) stop() {
 		w.t.Stop()
 	}
 }
-

@@ -81,12 +81,26 @@ func (d *streamDecoder) Feed(name, data []byte, emit wire.Emit) (bool, error) {
 		return false, decodeErr("chunk", errNotObject)
 	}
 
-	var choices, usage, errv, xgroq []byte
+	var usage, errv, xgroq, finish []byte
 	o := jsonscan.NewObject(data)
 	for o.Next() {
 		switch string(o.Key()) {
 		case "choices":
-			choices = o.Value()
+			// Walked in place: the choices are scanned once.
+			a := o.Array()
+			for a.Next() {
+				ch := a.Object()
+				f, err := d.choice(&ch, emit)
+				if err != nil {
+					return false, err
+				}
+				if f != nil {
+					finish = f
+				}
+			}
+			if err := a.Err(); err != nil {
+				return false, decodeErr("choices", err)
+			}
 		case "usage":
 			usage = o.Value()
 		case "error":
@@ -113,23 +127,6 @@ func (d *streamDecoder) Feed(name, data []byte, emit wire.Emit) (bool, error) {
 	}
 	if err := o.Err(); err != nil {
 		return false, decodeErr("chunk", err)
-	}
-
-	var finish []byte
-	if len(choices) > 0 && !jsonscan.IsNull(choices) {
-		a := jsonscan.NewArray(choices)
-		for a.Next() {
-			f, err := d.choice(a.Value(), emit)
-			if err != nil {
-				return false, err
-			}
-			if f != nil {
-				finish = f
-			}
-		}
-		if err := a.Err(); err != nil {
-			return false, decodeErr("choices", err)
-		}
 	}
 
 	if jsonscan.IsNull(usage) && len(xgroq) > 0 {
@@ -165,10 +162,9 @@ func (d *streamDecoder) Feed(name, data []byte, emit wire.Emit) (bool, error) {
 
 // choice decodes one element of choices and returns its finish_reason value
 // when it is the first choice and has one.
-func (d *streamDecoder) choice(v []byte, emit wire.Emit) (finish []byte, err error) {
+func (d *streamDecoder) choice(o *jsonscan.Object, emit wire.Emit) (finish []byte, err error) {
 	var idx int
 	var delta, fin []byte
-	o := jsonscan.NewObject(v)
 	for o.Next() {
 		switch string(o.Key()) {
 		case "index":

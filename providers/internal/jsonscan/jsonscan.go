@@ -117,46 +117,112 @@ func skipValue(b []byte, i int) (int, error) {
 	return 0, ErrSyntax
 }
 
-// Object iterates the members of a JSON object.
-//
-//	it := jsonscan.Object(data)
-//	for it.Next() { key, val := it.Key(), it.Value() ... }
-//	if it.Err() != nil { ... }
-type Object struct {
-	b     []byte
-	i     int
-	key   []byte
-	val   []byte
-	err   error
-	first bool
+// cursor is an iterator's position. A child iterator opened on the current
+// value (Object.Object, Object.Array, Array.Object, Array.Array) walks that
+// value in place and, when it reaches the value's end, moves its parent's
+// cursor past it, so nested data is scanned once instead of once per level.
+type cursor struct {
+	i       int    // next byte to read
+	vs      int    // start of the current value
+	pending bool   // the current value has not been skipped yet
+	val     []byte // the current value, once its end is known
 }
 
-// NewObject starts iterating data, which must hold an object. A value that is
-// not an object (null included) yields no members and no error from Err only
-// when it is null; anything else is ErrSyntax.
+// skip moves past the current value if nothing walked it.
+func (c *cursor) skip(b []byte) error {
+	if !c.pending {
+		return nil
+	}
+	ve, err := skipValue(b, c.vs)
+	if err != nil {
+		return err
+	}
+	c.val, c.i, c.pending = b[c.vs:ve], ve, false
+	return nil
+}
+
+// Object iterates the members of a JSON object.
+//
+//	it := jsonscan.NewObject(data)
+//	for it.Next() {
+//		switch string(it.Key()) {
+//		case "a": s, _ := jsonscan.String(it.Value())
+//		case "b": inner := it.Object(); for inner.Next() { ... }
+//		}
+//	}
+//	if it.Err() != nil { ... }
+type Object struct {
+	b      []byte
+	c      cursor
+	key    []byte
+	err    error
+	first  bool
+	done   bool
+	parent *cursor
+}
+
+// NewObject starts iterating data, which must hold an object. null (or
+// nothing) yields no members and no error; any other value is ErrSyntax.
 func NewObject(data []byte) Object {
 	i := skipSpace(data, 0)
 	if i < len(data) && data[i] == '{' {
-		return Object{b: data, i: i + 1, first: true}
+		return Object{b: data, c: cursor{i: i + 1}, first: true}
 	}
 	if IsNull(data) {
-		return Object{b: nil, i: 0}
+		return Object{done: true}
 	}
 	return Object{err: ErrSyntax}
 }
 
+// childObject opens an object iterator on the value at c.vs of b.
+func childObject(b []byte, c *cursor) Object {
+	if !c.pending {
+		return NewObject(c.val)
+	}
+	i := c.vs
+	if i < len(b) && b[i] == '{' {
+		return Object{b: b, c: cursor{i: i + 1}, first: true, parent: c}
+	}
+	if IsNull(b[i:]) {
+		return Object{done: true}
+	}
+	return Object{err: ErrSyntax}
+}
+
+// childArray opens an array iterator on the value at c.vs of b.
+func childArray(b []byte, c *cursor) Array {
+	if !c.pending {
+		return NewArray(c.val)
+	}
+	i := c.vs
+	if i < len(b) && b[i] == '[' {
+		return Array{b: b, c: cursor{i: i + 1}, first: true, idx: -1, parent: c}
+	}
+	if IsNull(b[i:]) {
+		return Array{done: true}
+	}
+	return Array{err: ErrSyntax}
+}
+
 // Next advances to the next member.
 func (o *Object) Next() bool {
-	if o.err != nil || o.b == nil {
+	if o.err != nil || o.done {
 		return false
 	}
-	i := skipSpace(o.b, o.i)
+	if err := o.c.skip(o.b); err != nil {
+		o.err = err
+		return false
+	}
+	i := skipSpace(o.b, o.c.i)
 	if i >= len(o.b) {
 		o.err = ErrSyntax
 		return false
 	}
 	if o.b[i] == '}' {
-		o.b = nil
+		o.done = true
+		if p := o.parent; p != nil {
+			p.val, p.i, p.pending = o.b[p.vs:i+1], i+1, false
+		}
 		return false
 	}
 	if !o.first {
@@ -183,13 +249,11 @@ func (o *Object) Next() bool {
 		return false
 	}
 	vs := skipSpace(o.b, i+1)
-	ve, err := skipValue(o.b, vs)
-	if err != nil {
-		o.err = err
+	if vs >= len(o.b) {
+		o.err = ErrSyntax
 		return false
 	}
-	o.val = o.b[vs:ve]
-	o.i = ve
+	o.c = cursor{i: vs, vs: vs, pending: true}
 	return true
 }
 
@@ -199,46 +263,68 @@ func (o *Object) Key() []byte { return o.key }
 // KeyIs reports whether the current key equals s.
 func (o *Object) KeyIs(s string) bool { return string(o.key) == s }
 
-// Value is the current member's raw value.
-func (o *Object) Value() []byte { return o.val }
+// Value is the current member's raw value. It is nil after a malformed value
+// (Err says why).
+func (o *Object) Value() []byte {
+	if err := o.c.skip(o.b); err != nil {
+		o.err = err
+		return nil
+	}
+	return o.c.val
+}
+
+// Object walks the current value, which must be an object or null, in
+// place: the parent does not scan it again.
+func (o *Object) Object() Object { return childObject(o.b, &o.c) }
+
+// Array walks the current value, which must be an array or null, in place.
+func (o *Object) Array() Array { return childArray(o.b, &o.c) }
 
 // Err is the first syntax error met.
 func (o *Object) Err() error { return o.err }
 
 // Array iterates the elements of a JSON array.
 type Array struct {
-	b     []byte
-	i     int
-	val   []byte
-	err   error
-	first bool
-	idx   int
+	b      []byte
+	c      cursor
+	err    error
+	first  bool
+	done   bool
+	idx    int
+	parent *cursor
 }
 
 // NewArray starts iterating data, which must hold an array or null.
 func NewArray(data []byte) Array {
 	i := skipSpace(data, 0)
 	if i < len(data) && data[i] == '[' {
-		return Array{b: data, i: i + 1, first: true, idx: -1}
+		return Array{b: data, c: cursor{i: i + 1}, first: true, idx: -1}
 	}
 	if IsNull(data) {
-		return Array{}
+		return Array{done: true}
 	}
 	return Array{err: ErrSyntax}
 }
 
 // Next advances to the next element.
 func (a *Array) Next() bool {
-	if a.err != nil || a.b == nil {
+	if a.err != nil || a.done {
 		return false
 	}
-	i := skipSpace(a.b, a.i)
+	if err := a.c.skip(a.b); err != nil {
+		a.err = err
+		return false
+	}
+	i := skipSpace(a.b, a.c.i)
 	if i >= len(a.b) {
 		a.err = ErrSyntax
 		return false
 	}
 	if a.b[i] == ']' {
-		a.b = nil
+		a.done = true
+		if p := a.parent; p != nil {
+			p.val, p.i, p.pending = a.b[p.vs:i+1], i+1, false
+		}
 		return false
 	}
 	if !a.first {
@@ -249,19 +335,29 @@ func (a *Array) Next() bool {
 		i = skipSpace(a.b, i+1)
 	}
 	a.first = false
-	ve, err := skipValue(a.b, i)
-	if err != nil {
-		a.err = err
+	if i >= len(a.b) {
+		a.err = ErrSyntax
 		return false
 	}
-	a.val = a.b[i:ve]
-	a.i = ve
+	a.c = cursor{i: i, vs: i, pending: true}
 	a.idx++
 	return true
 }
 
 // Value is the current element, raw.
-func (a *Array) Value() []byte { return a.val }
+func (a *Array) Value() []byte {
+	if err := a.c.skip(a.b); err != nil {
+		a.err = err
+		return nil
+	}
+	return a.c.val
+}
+
+// Object walks the current element, which must be an object or null, in place.
+func (a *Array) Object() Object { return childObject(a.b, &a.c) }
+
+// Array walks the current element, which must be an array or null, in place.
+func (a *Array) Array() Array { return childArray(a.b, &a.c) }
 
 // Index is the current element's position.
 func (a *Array) Index() int { return a.idx }

@@ -2,6 +2,7 @@ package jsonscan
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -127,4 +128,134 @@ func TestSkipStringEscapesAcrossTheFastPath(t *testing.T) {
 			}
 		}
 	}
+}
+
+// keysDeep lists every key path, walking containers in place when inPlace
+// is set and through raw values otherwise; both walks must agree.
+func keysDeep(data []byte, inPlace bool, stopEarly bool) ([]string, error) {
+	var out []string
+	var walkObj func(o *Object, prefix string, depth int) error
+	var walkArr func(a *Array, prefix string, depth int) error
+	walkVal := func(v []byte, sub func() (Object, Array), prefix string, depth int) error {
+		if depth > 32 {
+			return nil
+		}
+		i := skipSpace(v, 0)
+		if i >= len(v) {
+			return nil
+		}
+		switch v[i] {
+		case '{':
+			var o Object
+			if inPlace {
+				o, _ = sub()
+			} else {
+				o = NewObject(v)
+			}
+			return walkObj(&o, prefix, depth+1)
+		case '[':
+			var a Array
+			if inPlace {
+				_, a = sub()
+			} else {
+				a = NewArray(v)
+			}
+			return walkArr(&a, prefix, depth+1)
+		}
+		return nil
+	}
+	walkObj = func(o *Object, prefix string, depth int) error {
+		n := 0
+		for o.Next() {
+			k := prefix + "." + string(o.Key())
+			out = append(out, k)
+			if stopEarly && n == 1 {
+				continue // leave this member unwalked: the parent must skip it
+			}
+			n++
+			peek := o.b
+			start := o.c.vs
+			var raw []byte
+			if !inPlace {
+				raw = o.Value()
+			} else if start < len(peek) {
+				raw = peek[start:]
+			}
+			if err := walkVal(raw, func() (Object, Array) {
+				if peek[start] == '{' {
+					return o.Object(), Array{}
+				}
+				return Object{}, o.Array()
+			}, k, depth); err != nil {
+				return err
+			}
+		}
+		return o.Err()
+	}
+	walkArr = func(a *Array, prefix string, depth int) error {
+		for a.Next() {
+			k := fmt.Sprintf("%s[%d]", prefix, a.Index())
+			out = append(out, k)
+			peek := a.b
+			start := a.c.vs
+			var raw []byte
+			if !inPlace {
+				raw = a.Value()
+			} else {
+				raw = peek[start:]
+			}
+			if err := walkVal(raw, func() (Object, Array) {
+				if peek[start] == '{' {
+					return a.Object(), Array{}
+				}
+				return Object{}, a.Array()
+			}, k, depth); err != nil {
+				return err
+			}
+		}
+		return a.Err()
+	}
+	o := NewObject(data)
+	err := walkObj(&o, "", 0)
+	return out, err
+}
+
+func TestInPlaceDescentMatchesRawWalk(t *testing.T) {
+	data := []byte(`{"id":"x","choices":[{"index":0,"delta":{"content":"hi","tool_calls":[{"index":0,"function":{"name":"f","arguments":"{\"a\":1}"}}]},"finish_reason":null},{"index":1}],"usage":{"prompt_tokens":3},"tail":[[1,[2]],{}]}`)
+	for _, early := range []bool{false, true} {
+		raw, err1 := keysDeep(data, false, early)
+		inPlace, err2 := keysDeep(data, true, early)
+		if err1 != nil || err2 != nil || strings.Join(raw, " ") != strings.Join(inPlace, " ") {
+			t.Fatalf("early=%v\nraw     %v %v\ninPlace %v %v", early, raw, err1, inPlace, err2)
+		}
+	}
+	// After a child walk the parent's Value still returns the whole member.
+	o := NewObject(data)
+	for o.Next() {
+		if o.KeyIs("usage") {
+			in := o.Object()
+			for in.Next() {
+			}
+			if string(o.Value()) != `{"prompt_tokens":3}` {
+				t.Fatalf("Value after descent = %s", o.Value())
+			}
+		}
+	}
+}
+
+func FuzzInPlaceDescent(f *testing.F) {
+	f.Add([]byte(`{"a":{"b":[1,{"c":"d"}],"e":null},"f":[[],{}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		raw, err1 := keysDeep(b, false, false)
+		inPlace, err2 := keysDeep(b, true, false)
+		if (err1 == nil) != (err2 == nil) {
+			if json.Valid(b) {
+				t.Fatalf("walks disagree on valid JSON %q: %v vs %v", b, err1, err2)
+			}
+			return
+		}
+		if err1 == nil && strings.Join(raw, " ") != strings.Join(inPlace, " ") {
+			t.Fatalf("walks differ on %q:\n%v\n%v", b, raw, inPlace)
+		}
+	})
 }
