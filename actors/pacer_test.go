@@ -1,0 +1,117 @@
+package actors
+
+import (
+	"testing"
+	"time"
+
+	"github.com/chorusrt/chorus/llm"
+)
+
+func TestPacerProbesUntilFirstResponse(t *testing.T) {
+	now := time.Now()
+	p := newPacer(Limits{}, now)
+	for i := 0; i < p.probeConcurrency; i++ {
+		if b, _ := p.blocked(1, now); b {
+			t.Fatalf("probe %d blocked", i)
+		}
+		p.grant(1)
+	}
+	if b, _ := p.blocked(1, now); !b {
+		t.Fatal("cold credential admitted past its probe concurrency")
+	}
+	p.release(1, llm.RateLimit{}, false, 0, now) // a response with no limit headers
+	for i := 0; i < 100; i++ {
+		if b, _ := p.blocked(1, now); b {
+			t.Fatal("a credential whose provider reports no limits stays throttled")
+		}
+		p.grant(1)
+	}
+}
+
+func TestPacerLearnsAndRefills(t *testing.T) {
+	now := time.Now()
+	p := newPacer(Limits{}, now)
+	s1 := p.grant(10)
+	s2 := p.grant(10)
+	// The first response says 5 requests remain of 10 in a 1s window; the
+	// second grant is not in that count yet.
+	p.release(s1, llm.RateLimit{HasRequests: true, LimitRequests: 10, RemainingRequests: 5, ResetRequests: time.Second}, false, 0, now)
+	if p.reqs.remaining != 4 {
+		t.Fatalf("remaining = %d, want 5 reported - 1 pending", p.reqs.remaining)
+	}
+	for i := 0; i < 4; i++ {
+		if b, _ := p.blocked(10, now); b {
+			t.Fatalf("request %d blocked with budget left", i)
+		}
+		p.grant(10)
+	}
+	b, at := p.blocked(10, now)
+	if !b || at.Before(now.Add(time.Second)) {
+		t.Fatalf("exhausted budget: blocked=%v until %v", b, at.Sub(now))
+	}
+	// s2's report is newer than s1's (granted later): it counts the four
+	// grants made after it as pending.
+	p.release(s2, llm.RateLimit{HasRequests: true, LimitRequests: 10, RemainingRequests: 4, ResetRequests: time.Second}, false, 0, now)
+	if p.reqs.remaining != 0 {
+		t.Fatalf("remaining %d, want 4 reported - 4 pending", p.reqs.remaining)
+	}
+	// An older report arriving late must not overwrite a newer one.
+	s3 := p.grant(10)
+	s4 := p.grant(10)
+	p.release(s4, llm.RateLimit{HasRequests: true, LimitRequests: 10, RemainingRequests: 0, ResetRequests: time.Second}, false, 0, now)
+	p.release(s3, llm.RateLimit{HasRequests: true, LimitRequests: 10, RemainingRequests: 9, ResetRequests: time.Second}, false, 0, now)
+	if p.reqs.remaining != 0 {
+		t.Fatalf("stale report applied: remaining %d", p.reqs.remaining)
+	}
+	later := now.Add(time.Second + 20*time.Millisecond)
+	if b, _ := p.blocked(10, later); b {
+		t.Fatal("budget not refilled after the reset")
+	}
+	if p.reqs.remaining != 10 {
+		t.Fatalf("refill = %d", p.reqs.remaining)
+	}
+}
+
+func TestPacerTokens(t *testing.T) {
+	now := time.Now()
+	p := newPacer(Limits{TokensPerMinute: 1000}, now)
+	p.grant(600)
+	if b, _ := p.blocked(500, now); !b {
+		t.Fatal("token budget overrun admitted")
+	}
+	if b, _ := p.blocked(400, now); b {
+		t.Fatal("fitting request blocked")
+	}
+	// A request larger than the whole limit goes when the budget is full.
+	q := newPacer(Limits{TokensPerMinute: 100}, now)
+	if b, _ := q.blocked(5000, now); b {
+		t.Fatal("oversized request starved on a full budget")
+	}
+}
+
+func TestPacerCooldown(t *testing.T) {
+	now := time.Now()
+	p := newPacer(Limits{}, now)
+	s := p.grant(1)
+	p.release(s, llm.RateLimit{}, true, 2*time.Second, now)
+	b, at := p.blocked(1, now.Add(time.Second))
+	if !b || !at.Equal(now.Add(2*time.Second)) {
+		t.Fatalf("cooldown: blocked=%v at=%v", b, at.Sub(now))
+	}
+	if b, _ := p.blocked(1, now.Add(2*time.Second)); b {
+		t.Fatal("still blocked after the cooldown")
+	}
+}
+
+func TestPacerConcurrencyAndCancel(t *testing.T) {
+	now := time.Now()
+	p := newPacer(Limits{MaxConcurrency: 2, RequestsPerMinute: 10}, now)
+	a, _ := p.grant(1), p.grant(1)
+	if b, _ := p.blocked(1, now); !b {
+		t.Fatal("concurrency cap ignored")
+	}
+	p.cancelGrant(a)
+	if b, _ := p.blocked(1, now); b || p.reqs.remaining != 9 {
+		t.Fatalf("cancelled grant not returned: remaining %d", p.reqs.remaining)
+	}
+}
