@@ -2,6 +2,7 @@ package actors
 
 import (
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -112,8 +113,30 @@ type Credential struct {
 	timerAt  time.Time
 
 	requests, failed, rateLimited, restarts int64
-	// crashNext makes the next Receive panic (tests).
-	crashNext bool
+
+	// view is published after every message for lock-free reads by callers
+	// choosing a credential.
+	queued, inFlight atomic.Int64
+	cooldown         atomic.Int64 // unix nanoseconds
+}
+
+// Load returns the credential's queue length, requests in flight and the
+// end of its cooldown, as of the last message it handled. Safe from any
+// goroutine.
+func (c *Credential) Load() (queued, inFlight int, cooldownUntil time.Time) {
+	cd := c.cooldown.Load()
+	if cd != 0 {
+		cooldownUntil = time.Unix(0, cd)
+	}
+	return int(c.queued.Load()), int(c.inFlight.Load()), cooldownUntil
+}
+
+func (c *Credential) publish() {
+	c.queued.Store(int64(len(c.queue)))
+	c.inFlight.Store(int64(c.pacer.inFlight))
+	if !c.pacer.cooldownUntil.IsZero() {
+		c.cooldown.Store(c.pacer.cooldownUntil.UnixNano())
+	}
 }
 
 // NewCredential returns the state of one credential.
@@ -144,6 +167,7 @@ func (c *Credential) Props() *actor.Props {
 
 func (a *credentialActor) Receive(ctx actor.Context) {
 	c := a.c
+	defer c.publish()
 	switch m := ctx.Message().(type) {
 	case *actor.Started, *actor.Restarting, *actor.Stopping:
 	case *actor.Restart:

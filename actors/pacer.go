@@ -26,13 +26,21 @@ type budget struct {
 	// window is the refill period for a static limit (per minute); zero for
 	// a learned limit, whose reset time comes from the provider.
 	window time.Duration
+	// epoch is the last grant made before the latest refill: a report on a
+	// grant up to it describes the previous window and is ignored. used is
+	// what was granted since (requests, or token cost).
+	epoch uint64
+	used  int
 }
 
-// refresh refills the budget when its reset time has passed.
-func (b *budget) refresh(now time.Time) {
+// refresh refills the budget when its reset time has passed; seq is the
+// last grant so far.
+func (b *budget) refresh(now time.Time, seq uint64) {
 	if !b.known || b.resetAt.IsZero() || now.Before(b.resetAt) {
 		return
 	}
+	b.epoch = seq
+	b.used = 0
 	b.remaining = b.limit
 	if b.window > 0 {
 		b.resetAt = now.Add(b.window)
@@ -61,15 +69,21 @@ func (b *budget) wakeAt() time.Time { return b.resetAt }
 // against a provider rounding its reset down.
 const resetMargin = 10 * time.Millisecond
 
-// learn replaces the budget with a provider's report. pendingCost is what
-// was admitted after the reported request and is not in the report yet.
-func (b *budget) learn(limit, remaining int, reset time.Duration, pendingCost int, now time.Time) {
-	if limit <= 0 {
+// learn replaces the budget with a provider's report on grant seq.
+// pendingCost is what was admitted after that grant and is not in the
+// report yet. A report from before the latest refill is ignored.
+func (b *budget) learn(seq uint64, limit, remaining int, reset time.Duration, pendingCost int, now time.Time) {
+	if limit <= 0 || (b.known && seq <= b.epoch) {
 		return
 	}
+	// Requests reach the provider out of grant order, so a report may miss
+	// grants made before it as well as after: our own count of what was
+	// granted in this window bounds it. The report bounds it too when
+	// another client shares the key.
+	fresh := max(min(remaining-pendingCost, limit-b.used), 0)
 	b.known = true
 	b.limit = limit
-	b.remaining = max(remaining-pendingCost, 0)
+	b.remaining = fresh
 	if reset > 0 {
 		b.resetAt = now.Add(reset + resetMargin)
 	} else if b.remaining < b.limit && b.resetAt.IsZero() {
@@ -94,14 +108,19 @@ type pacer struct {
 
 	cooldownUntil time.Time
 
-	seq        uint64            // grants so far
-	grants     map[uint64]int    // in-flight grant seq -> token cost
-	lastReport uint64            // seq of the newest report applied
-	last       llm.RateLimit     // the newest report
+	seq        uint64           // grants so far
+	cum        int              // token cost of all grants so far
+	grants     map[uint64]grant // in-flight grants by seq
+	lastReport uint64           // seq of the newest report applied
+	last       llm.RateLimit    // the newest report
 }
 
+// grant is one admitted request: its token cost and the cumulative cost of
+// all grants up to and including it.
+type grant struct{ cost, cum int }
+
 func newPacer(l Limits, now time.Time) *pacer {
-	p := &pacer{limits: l, grants: map[uint64]int{}, probeConcurrency: 4}
+	p := &pacer{limits: l, grants: map[uint64]grant{}, probeConcurrency: 4}
 	if l.RequestsPerMinute > 0 {
 		p.reqs = budget{known: true, limit: l.RequestsPerMinute, remaining: l.RequestsPerMinute, resetAt: now.Add(time.Minute), window: time.Minute}
 	}
@@ -126,8 +145,8 @@ func (p *pacer) blocked(cost int, now time.Time) (bool, time.Time) {
 	if !p.observed && p.inFlight >= p.probeConcurrency {
 		return true, time.Time{}
 	}
-	p.reqs.refresh(now)
-	p.toks.refresh(now)
+	p.reqs.refresh(now, p.seq)
+	p.toks.refresh(now, p.seq)
 	if !p.reqs.allows(1) {
 		return true, p.reqs.wakeAt()
 	}
@@ -143,8 +162,11 @@ func (p *pacer) blocked(cost int, now time.Time) (bool, time.Time) {
 // grant admits a request of cost and returns its sequence number.
 func (p *pacer) grant(cost int) uint64 {
 	p.seq++
+	p.cum += cost
 	p.inFlight++
-	p.grants[p.seq] = cost
+	p.grants[p.seq] = grant{cost: cost, cum: p.cum}
+	p.reqs.used++
+	p.toks.used += cost
 	if p.reqs.known {
 		p.reqs.remaining--
 	}
@@ -156,7 +178,8 @@ func (p *pacer) grant(cost int) uint64 {
 
 // release ends grant seq and applies its report.
 func (p *pacer) release(seq uint64, rl llm.RateLimit, rateLimited bool, retryAfter time.Duration, now time.Time) {
-	if _, ok := p.grants[seq]; !ok {
+	g, ok := p.grants[seq]
+	if !ok {
 		return
 	}
 	delete(p.grants, seq)
@@ -165,18 +188,15 @@ func (p *pacer) release(seq uint64, rl llm.RateLimit, rateLimited bool, retryAft
 	if (rl.HasRequests || rl.HasTokens) && seq > p.lastReport {
 		p.lastReport = seq
 		p.last = rl
-		var pendingReqs, pendingToks int
-		for s, c := range p.grants {
-			if s > seq {
-				pendingReqs++
-				pendingToks += c
-			}
-		}
+		// Everything granted after this request is not in its report,
+		// finished or not.
+		pendingReqs := int(p.seq - seq)
+		pendingToks := p.cum - g.cum
 		if rl.HasRequests {
-			p.reqs.learn(rl.LimitRequests, rl.RemainingRequests, rl.ResetRequests, pendingReqs, now)
+			p.reqs.learn(seq, rl.LimitRequests, rl.RemainingRequests, rl.ResetRequests, pendingReqs, now)
 		}
 		if rl.HasTokens {
-			p.toks.learn(rl.LimitTokens, rl.RemainingTokens, rl.ResetTokens, pendingToks, now)
+			p.toks.learn(seq, rl.LimitTokens, rl.RemainingTokens, rl.ResetTokens, pendingToks, now)
 		}
 	}
 	if rateLimited {
@@ -200,12 +220,15 @@ func (p *pacer) release(seq uint64, rl llm.RateLimit, rateLimited bool, retryAft
 
 // cancelGrant returns a grant that was never used.
 func (p *pacer) cancelGrant(seq uint64) {
-	cost, ok := p.grants[seq]
+	g, ok := p.grants[seq]
 	if !ok {
 		return
 	}
+	cost := g.cost
 	delete(p.grants, seq)
 	p.inFlight--
+	p.reqs.used = max(p.reqs.used-1, 0)
+	p.toks.used = max(p.toks.used-cost, 0)
 	if p.reqs.known && p.reqs.remaining < p.reqs.limit {
 		p.reqs.remaining++
 	}

@@ -260,6 +260,8 @@ func route(r *http.Request, body []byte) (*exchange, error) {
 	switch {
 	case strings.HasSuffix(p, "/chat/completions"):
 		x.format, x.codec = FormatOpenAI, openAI{}
+	case isResponsesPath(p):
+		x.format, x.codec = FormatOpenAI, openAIResponses{}
 	case p == "/v1/messages":
 		x.format, x.codec = FormatAnthropic, anthropic{}
 	case strings.HasPrefix(p, "/v1beta/models/") || strings.HasPrefix(p, "/v1/models/"):
@@ -311,7 +313,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	if op := s.opHandler(r); op != nil {
+	if op := s.opHandler(r, body); op != nil {
 		op(w, r, body)
 		return
 	}

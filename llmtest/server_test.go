@@ -29,7 +29,7 @@ func TestRequestsRecorded(t *testing.T) {
 		{anthropicEP.url(srv, true), anthropicEP.body(true), llmtest.FormatAnthropic, "/v1/messages", true, model},
 		{geminiEP.url(srv, true), geminiEP.body(true), llmtest.FormatGemini, "/v1beta/models/" + model + ":streamGenerateContent", true, model},
 		{geminiEP.url(srv, false), geminiEP.body(false), llmtest.FormatGemini, "/v1beta/models/" + model + ":generateContent", false, model},
-		{srv.URL + "/v1/embeddings", `{}`, llmtest.FormatUnknown, "/v1/embeddings", false, ""},
+		{srv.URL + "/v1/files", `{}`, llmtest.FormatUnknown, "/v1/files", false, ""},
 	}
 	for _, call := range calls {
 		req, _ := http.NewRequest(http.MethodPost, call.url, strings.NewReader(call.body))

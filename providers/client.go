@@ -53,9 +53,11 @@ type Client struct {
 	idle       time.Duration
 	buffer     int
 	learned    *Learned
-	attemptObs AttemptObserver
+	attemptObs []AttemptObserver
 	learnObs   LearnObserver
 	logger     *slog.Logger
+	// noRateLimitRetry is WithoutRateLimitRetry.
+	noRateLimitRetry bool
 }
 
 // Option configures a Client.
@@ -92,8 +94,15 @@ func WithLearned(l *Learned) Option {
 	}
 }
 
-// WithAttemptObserver receives every HTTP attempt.
-func WithAttemptObserver(o AttemptObserver) Option { return func(c *Client) { c.attemptObs = o } }
+// WithAttemptObserver receives every HTTP attempt. Each observer given
+// receives every attempt.
+func WithAttemptObserver(o AttemptObserver) Option {
+	return func(c *Client) {
+		if o != nil {
+			c.attemptObs = append(c.attemptObs, o)
+		}
+	}
+}
 
 // WithLearnObserver receives every newly learned flag.
 func WithLearnObserver(o LearnObserver) Option { return func(c *Client) { c.learnObs = o } }
@@ -124,11 +133,20 @@ func New(cfg Config, opts ...Option) (*Client, error) {
 		logger:  slog.New(slog.DiscardHandler),
 	}
 	c.cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
+	if cfg.Models != nil {
+		c.cfg.Models = make(map[string]ModelCaps, len(cfg.Models))
+		for m, caps := range cfg.Models {
+			c.cfg.Models[m] = caps
+		}
+	}
 	for _, o := range opts {
 		o(c)
 	}
 	if c.hc == nil {
 		c.hc = defaultHTTPClient
+	}
+	if c.noRateLimitRetry {
+		c.retry.NoRateLimitRetry = true
 	}
 	return c, nil
 }
@@ -262,8 +280,12 @@ func (c *Client) statusError(resp *http.Response, body []byte) error {
 
 // learnFrom reads a rejection for a parameter this request actually sent
 // and records it. It reports whether the request should be sent again at
-// once, rebuilt without the parameter.
+// once, rebuilt without the parameter. A rejection of the route (the model
+// is only served by the Responses API) is read first, by learnRoute.
 func (c *Client) learnFrom(err error, req *llm.ChatRequest, sent wire.Learned, stream bool) bool {
+	if c.learnRoute(err, req) {
+		return true
+	}
 	var api *llm.APIError
 	if !errors.As(err, &api) || (api.Status != 400 && api.Status != 422) {
 		return false

@@ -1,7 +1,9 @@
 package providers
 
 import (
+	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/chorusrt/chorus/providers/internal/wire"
@@ -27,16 +29,29 @@ const (
 	LearnNoTopP
 	// LearnNoSeed: the provider rejected seed.
 	LearnNoSeed
+	// LearnResponsesAPI: the provider answered that a model is only served
+	// by the Responses API (/v1/responses). It is learned per model (see
+	// Learned.HasModel); Has reports whether any model learned it.
+	LearnResponsesAPI
+	// LearnNoEncryptedReasoning: a model on the Responses route rejected
+	// include:["reasoning.encrypted_content"] (a non-reasoning model). It is
+	// learned per model, like LearnResponsesAPI.
+	LearnNoEncryptedReasoning
 )
 
+// lastFlag is the highest flag, for iteration.
+const lastFlag = LearnNoEncryptedReasoning
+
 var learnNames = map[LearnFlag]string{
-	LearnNoStreamOptions:     "no_stream_options",
-	LearnBuffered:            "buffered",
-	LearnNoParallelToolCalls: "no_parallel_tool_calls",
-	LearnNoReasoningEffort:   "no_reasoning_effort",
-	LearnNoTemperature:       "no_temperature",
-	LearnNoTopP:              "no_top_p",
-	LearnNoSeed:              "no_seed",
+	LearnNoStreamOptions:      "no_stream_options",
+	LearnBuffered:             "buffered",
+	LearnNoParallelToolCalls:  "no_parallel_tool_calls",
+	LearnNoReasoningEffort:    "no_reasoning_effort",
+	LearnNoTemperature:        "no_temperature",
+	LearnNoTopP:               "no_top_p",
+	LearnNoSeed:               "no_seed",
+	LearnResponsesAPI:         "responses_api",
+	LearnNoEncryptedReasoning: "no_encrypted_reasoning",
 }
 
 // String names the flag.
@@ -53,6 +68,67 @@ func (f LearnFlag) String() string {
 // same *Learned to every Client of the credential with WithLearned.
 type Learned struct {
 	bits atomic.Uint32
+
+	// models holds the per-model facts: an immutable map replaced on
+	// every new fact, so reads (one per attempt) take no lock.
+	models  atomic.Pointer[map[modelFact]struct{}]
+	modelMu sync.Mutex // serialises writers of models
+}
+
+// modelFact is one fact learned about one model.
+type modelFact struct {
+	flag  LearnFlag
+	model string
+}
+
+// HasModel reports whether f was learned for model.
+func (l *Learned) HasModel(f LearnFlag, model string) bool {
+	m := l.models.Load()
+	if m == nil {
+		return false
+	}
+	_, ok := (*m)[modelFact{f, model}]
+	return ok
+}
+
+// SetModel records f for model and reports whether it was new. It also
+// sets f itself, so that Has and Flags show that some model learned it.
+func (l *Learned) SetModel(f LearnFlag, model string) bool {
+	l.modelMu.Lock()
+	defer l.modelMu.Unlock()
+	old := l.models.Load()
+	key := modelFact{f, model}
+	if old != nil {
+		if _, ok := (*old)[key]; ok {
+			return false
+		}
+	}
+	next := make(map[modelFact]struct{}, 1)
+	if old != nil {
+		for k := range *old {
+			next[k] = struct{}{}
+		}
+	}
+	next[key] = struct{}{}
+	l.models.Store(&next)
+	l.Set(f)
+	return true
+}
+
+// Models returns the models f was learned for, sorted.
+func (l *Learned) Models(f LearnFlag) []string {
+	m := l.models.Load()
+	if m == nil {
+		return nil
+	}
+	var out []string
+	for k := range *m {
+		if k.flag == f {
+			out = append(out, k.model)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Has reports whether f was learned.
@@ -75,7 +151,7 @@ func (l *Learned) Set(f LearnFlag) bool {
 func (l *Learned) Flags() []LearnFlag {
 	var out []LearnFlag
 	b := l.bits.Load()
-	for f := LearnNoStreamOptions; f <= LearnNoSeed; f <<= 1 {
+	for f := LearnNoStreamOptions; f <= lastFlag; f <<= 1 {
 		if b&uint32(f) != 0 {
 			out = append(out, f)
 		}
@@ -100,6 +176,9 @@ func (l *Learned) snapshot() wire.Learned {
 type LearnEvent struct {
 	Provider string
 	Flag     LearnFlag
+	// Model is the model a per-model fact (LearnResponsesAPI,
+	// LearnNoEncryptedReasoning) is about; empty for credential-wide flags.
+	Model string
 	// Reason is the provider's message that taught it (key-redacted).
 	Reason string
 }

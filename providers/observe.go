@@ -33,15 +33,18 @@ type AttemptObserver func(AttemptEvent)
 type LearnObserver func(LearnEvent)
 
 func (c *Client) observeAttempt(ev AttemptEvent) {
-	if c.attemptObs == nil {
-		return
+	for _, o := range c.attemptObs {
+		c.callObserver(o, ev)
 	}
+}
+
+func (c *Client) callObserver(o AttemptObserver, ev AttemptEvent) {
 	defer func() {
 		if r := recover(); r != nil {
 			c.logger.Warn("attempt observer panicked", slog.String("provider", c.cfg.ID))
 		}
 	}()
-	c.attemptObs(ev)
+	o(ev)
 }
 
 func (c *Client) learn(f LearnFlag, reason string) bool {

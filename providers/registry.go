@@ -66,6 +66,10 @@ type Config struct {
 	Headers map[string]string
 	// KeyOptional marks providers that need no key (a local Ollama).
 	KeyOptional bool
+	// Models holds per-model capabilities by exact model name (Responses
+	// marks a model served by the OpenAI Responses API). Do not modify it
+	// after New.
+	Models map[string]ModelCaps
 }
 
 // String describes the credential without its key.

@@ -110,6 +110,11 @@ func errClass(err error) string {
 	return "other"
 }
 
+// Retryable reports whether err is worth another attempt: a retryable
+// provider answer (429 included), a transport failure, an idle timeout or a
+// premature close. The runtime uses it to decide a fallback.
+func Retryable(err error) bool { return retryable(err) }
+
 // retryable reports whether the ladder may try err again.
 func retryable(err error) bool {
 	var api *llm.APIError
@@ -173,4 +178,11 @@ func sleep(ctx context.Context, d time.Duration) error {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// WithoutRateLimitRetry makes the client hand 429 and 529 answers back at
+// once instead of waiting them out, whatever retry policy is set; the
+// runtime uses it so that its credential actors pace and rotate.
+func WithoutRateLimitRetry() Option {
+	return func(c *Client) { c.noRateLimitRetry = true }
 }

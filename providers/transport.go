@@ -41,3 +41,6 @@ func sameHostRedirect(req *http.Request, via []*http.Request) error {
 	}
 	return nil
 }
+
+// CloseIdleConnections closes the client's idle keep-alive connections.
+func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }

@@ -94,6 +94,7 @@ func (d *streamDecoder) Feed(name, data []byte, emit wire.Emit) (bool, error) {
 				if err != nil {
 					return false, err
 				}
+				a.Consumed(ch.End())
 				if f != nil {
 					finish = f
 				}
@@ -101,6 +102,7 @@ func (d *streamDecoder) Feed(name, data []byte, emit wire.Emit) (bool, error) {
 			if err := a.Err(); err != nil {
 				return false, decodeErr("choices", err)
 			}
+			o.Consumed(a.End())
 		case "usage":
 			usage = o.Value()
 		case "error":

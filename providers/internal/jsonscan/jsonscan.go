@@ -119,13 +119,23 @@ func skipValue(b []byte, i int) (int, error) {
 
 // cursor is an iterator's position. A child iterator opened on the current
 // value (Object.Object, Object.Array, Array.Object, Array.Array) walks that
-// value in place and, when it reaches the value's end, moves its parent's
-// cursor past it, so nested data is scanned once instead of once per level.
+// value in place; handing its End back with Consumed moves the parent past
+// the value, so nested data is scanned once instead of once per level. (The
+// child holds no pointer to its parent: that would move every iterator to
+// the heap, an allocation per chunk.)
 type cursor struct {
 	i       int    // next byte to read
 	vs      int    // start of the current value
 	pending bool   // the current value has not been skipped yet
 	val     []byte // the current value, once its end is known
+}
+
+// consumed records that a child walked the current value up to end.
+func (c *cursor) consumed(b []byte, end int) {
+	if !c.pending || end <= c.vs || end > len(b) {
+		return
+	}
+	c.val, c.i, c.pending = b[c.vs:end], end, false
 }
 
 // skip moves past the current value if nothing walked it.
@@ -152,13 +162,13 @@ func (c *cursor) skip(b []byte) error {
 //	}
 //	if it.Err() != nil { ... }
 type Object struct {
-	b      []byte
-	c      cursor
-	key    []byte
-	err    error
-	first  bool
-	done   bool
-	parent *cursor
+	b     []byte
+	c     cursor
+	key   []byte
+	err   error
+	first bool
+	done  bool
+	end   int
 }
 
 // NewObject starts iterating data, which must hold an object. null (or
@@ -181,7 +191,7 @@ func childObject(b []byte, c *cursor) Object {
 	}
 	i := c.vs
 	if i < len(b) && b[i] == '{' {
-		return Object{b: b, c: cursor{i: i + 1}, first: true, parent: c}
+		return Object{b: b, c: cursor{i: i + 1}, first: true}
 	}
 	if IsNull(b[i:]) {
 		return Object{done: true}
@@ -196,7 +206,7 @@ func childArray(b []byte, c *cursor) Array {
 	}
 	i := c.vs
 	if i < len(b) && b[i] == '[' {
-		return Array{b: b, c: cursor{i: i + 1}, first: true, idx: -1, parent: c}
+		return Array{b: b, c: cursor{i: i + 1}, first: true, idx: -1}
 	}
 	if IsNull(b[i:]) {
 		return Array{done: true}
@@ -219,10 +229,7 @@ func (o *Object) Next() bool {
 		return false
 	}
 	if o.b[i] == '}' {
-		o.done = true
-		if p := o.parent; p != nil {
-			p.val, p.i, p.pending = o.b[p.vs:i+1], i+1, false
-		}
+		o.done, o.end = true, i+1
 		return false
 	}
 	if !o.first {
@@ -274,24 +281,34 @@ func (o *Object) Value() []byte {
 }
 
 // Object walks the current value, which must be an object or null, in
-// place: the parent does not scan it again.
+// place. Pass the child's End to Consumed when it is done, and the parent
+// does not scan the value again.
 func (o *Object) Object() Object { return childObject(o.b, &o.c) }
 
 // Array walks the current value, which must be an array or null, in place.
 func (o *Object) Array() Array { return childArray(o.b, &o.c) }
+
+// Consumed tells the iterator that a child walked the current value up to
+// end (the child's End). An end of 0 (a child that stopped early or failed)
+// changes nothing: the value is skipped as usual.
+func (o *Object) Consumed(end int) { o.c.consumed(o.b, end) }
+
+// End is the offset just past the object's closing brace, once Next has
+// reached it; 0 before.
+func (o *Object) End() int { return o.end }
 
 // Err is the first syntax error met.
 func (o *Object) Err() error { return o.err }
 
 // Array iterates the elements of a JSON array.
 type Array struct {
-	b      []byte
-	c      cursor
-	err    error
-	first  bool
-	done   bool
-	idx    int
-	parent *cursor
+	b     []byte
+	c     cursor
+	err   error
+	first bool
+	done  bool
+	idx   int
+	end   int
 }
 
 // NewArray starts iterating data, which must hold an array or null.
@@ -321,10 +338,7 @@ func (a *Array) Next() bool {
 		return false
 	}
 	if a.b[i] == ']' {
-		a.done = true
-		if p := a.parent; p != nil {
-			p.val, p.i, p.pending = a.b[p.vs:i+1], i+1, false
-		}
+		a.done, a.end = true, i+1
 		return false
 	}
 	if !a.first {
@@ -358,6 +372,13 @@ func (a *Array) Object() Object { return childObject(a.b, &a.c) }
 
 // Array walks the current element, which must be an array or null, in place.
 func (a *Array) Array() Array { return childArray(a.b, &a.c) }
+
+// Consumed is Object.Consumed for an element.
+func (a *Array) Consumed(end int) { a.c.consumed(a.b, end) }
+
+// End is the offset just past the array's closing bracket, once Next has
+// reached it; 0 before.
+func (a *Array) End() int { return a.end }
 
 // Index is the current element's position.
 func (a *Array) Index() int { return a.idx }

@@ -136,7 +136,7 @@ func keysDeep(data []byte, inPlace bool, stopEarly bool) ([]string, error) {
 	var out []string
 	var walkObj func(o *Object, prefix string, depth int) error
 	var walkArr func(a *Array, prefix string, depth int) error
-	walkVal := func(v []byte, sub func() (Object, Array), prefix string, depth int) error {
+	walkVal := func(v []byte, sub func() (Object, Array), prefix string, depth int, co **Object, ca **Array) error {
 		if depth > 32 {
 			return nil
 		}
@@ -149,6 +149,7 @@ func keysDeep(data []byte, inPlace bool, stopEarly bool) ([]string, error) {
 			var o Object
 			if inPlace {
 				o, _ = sub()
+				*co = &o
 			} else {
 				o = NewObject(v)
 			}
@@ -157,6 +158,7 @@ func keysDeep(data []byte, inPlace bool, stopEarly bool) ([]string, error) {
 			var a Array
 			if inPlace {
 				_, a = sub()
+				*ca = &a
 			} else {
 				a = NewArray(v)
 			}
@@ -181,13 +183,20 @@ func keysDeep(data []byte, inPlace bool, stopEarly bool) ([]string, error) {
 			} else if start < len(peek) {
 				raw = peek[start:]
 			}
+			var child *Object
+			var childA *Array
 			if err := walkVal(raw, func() (Object, Array) {
 				if peek[start] == '{' {
 					return o.Object(), Array{}
 				}
 				return Object{}, o.Array()
-			}, k, depth); err != nil {
+			}, k, depth, &child, &childA); err != nil {
 				return err
+			}
+			if child != nil {
+				o.Consumed(child.End())
+			} else if childA != nil {
+				o.Consumed(childA.End())
 			}
 		}
 		return o.Err()
@@ -204,13 +213,20 @@ func keysDeep(data []byte, inPlace bool, stopEarly bool) ([]string, error) {
 			} else {
 				raw = peek[start:]
 			}
+			var child *Object
+			var childA *Array
 			if err := walkVal(raw, func() (Object, Array) {
 				if peek[start] == '{' {
 					return a.Object(), Array{}
 				}
 				return Object{}, a.Array()
-			}, k, depth); err != nil {
+			}, k, depth, &child, &childA); err != nil {
 				return err
+			}
+			if child != nil {
+				a.Consumed(child.End())
+			} else if childA != nil {
+				a.Consumed(childA.End())
 			}
 		}
 		return a.Err()
@@ -236,6 +252,7 @@ func TestInPlaceDescentMatchesRawWalk(t *testing.T) {
 			in := o.Object()
 			for in.Next() {
 			}
+			o.Consumed(in.End())
 			if string(o.Value()) != `{"prompt_tokens":3}` {
 				t.Fatalf("Value after descent = %s", o.Value())
 			}

@@ -1,0 +1,45 @@
+// Package runtime is what Chorus users import first: it boots the actor
+// system, spawns one credential actor per provider key, and serves chat,
+// streaming and the other operations through those actors.
+//
+//	rt, err := runtime.New(runtime.FromEnv())
+//	if err != nil { return err }
+//	defer rt.Close(context.Background())
+//	s, err := rt.Stream(ctx, &llm.ChatRequest{
+//		Model:    "openai/gpt-4.1-mini", // provider/model, or an alias
+//		Messages: []llm.Message{llm.UserText("hello")},
+//	})
+//
+// How a call runs: the runtime resolves the model (provider/model or an
+// alias with its ordered fallbacks), picks the credential of that provider
+// that is least busy and not cooling down, and asks its actor for admission.
+// The actor paces admissions from the limits the provider reported in its
+// response headers, so that once they are known no request is sent that the
+// provider would refuse; a full admission queue is an immediate
+// llm.ErrOverloaded, never a blocked caller. Once admitted, the call runs on
+// the caller's own goroutine with the credential's providers.Client, and
+// streamed events go from the goroutine reading the HTTP body straight into
+// the caller's channel: the actor never sees a delta. The call then reports
+// once to the actor (status, usage, rate-limit headers).
+//
+// A 429 or 529 puts only that credential in cooldown until the provider's
+// retry-after; the call moves to another credential of the provider, or
+// waits for the earliest one to come back when its budget allows. A
+// retryable failure before the first event, or every credential cooling
+// down past the caller's budget, moves the call to the next model of the
+// alias. After the first event nothing is retried: the partial result comes
+// back in a *llm.StreamError.
+//
+// Decisions:
+//   - Retries of 5xx, transport failures and learn-once fallbacks stay in the
+//     credential's providers.Client ladder; 429/529 are left to the runtime
+//     (providers.RetryPolicy.NoRateLimitRetry), so that pacing and rotation
+//     happen in one place.
+//   - A request's token cost is estimated before admission as a quarter of
+//     its text bytes plus MaxTokens (256 when unset), the way providers count
+//     max_tokens against a tokens-per-minute budget; the headers of the
+//     response correct the budget.
+//   - Before a credential has seen its first response it admits at most four
+//     requests at once, so a cold start cannot overrun limits it has not
+//     read yet.
+package runtime

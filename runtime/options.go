@@ -1,0 +1,94 @@
+package runtime
+
+import (
+	"log/slog"
+	"strings"
+
+	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/providers"
+)
+
+// Limits are static limits for each credential of a provider, known before
+// any response (for example from the provider's dashboard). Zero fields are
+// learned from response headers (rates) or unlimited (MaxConcurrency).
+type Limits struct {
+	MaxConcurrency    int
+	RequestsPerMinute int
+	TokensPerMinute   int
+}
+
+type options struct {
+	configs        []providers.Config
+	aliases        map[string][]string
+	limits         map[string]Limits
+	maxConcurrency int
+	queueSize      int
+	logger         *slog.Logger
+	clientOpts     []providers.Option
+	streamBuffer   int
+	placements     int
+	err            error
+}
+
+// Option configures a Runtime.
+type Option func(*options)
+
+// WithProvider registers one provider credential. Several configs with the
+// same ID are several credentials (keys) behind one provider.
+func WithProvider(cfg providers.Config) Option {
+	return func(o *options) { o.configs = append(o.configs, cfg) }
+}
+
+// FromEnv registers every credential found in the environment (see
+// providers.FromEnv: one per key of a comma-separated variable).
+func FromEnv() Option {
+	return func(o *options) { o.configs = append(o.configs, providers.FromEnv()...) }
+}
+
+// WithAlias names an ordered fallback list of models: a call to name tries
+// targets[0], then the next on a retryable failure before the first event or
+// when every credential of a model cools down past the caller's budget.
+func WithAlias(name string, targets ...string) Option {
+	return func(o *options) {
+		if name == "" || strings.Contains(name, "/") || len(targets) == 0 {
+			o.err = &llm.ConfigError{Field: "alias", Msg: "an alias needs a name without '/' and at least one provider/model target"}
+			return
+		}
+		if o.aliases == nil {
+			o.aliases = map[string][]string{}
+		}
+		o.aliases[name] = append([]string(nil), targets...)
+	}
+}
+
+// WithLimits sets static limits for every credential of provider id.
+func WithLimits(id string, l Limits) Option {
+	return func(o *options) {
+		if o.limits == nil {
+			o.limits = map[string]Limits{}
+		}
+		o.limits[id] = l
+	}
+}
+
+// WithMaxConcurrency caps requests in flight per credential (default: no
+// cap beyond the learned limits). WithLimits overrides it per provider.
+func WithMaxConcurrency(n int) Option { return func(o *options) { o.maxConcurrency = n } }
+
+// WithQueueSize bounds each credential's admission queue (default 1024).
+// A caller arriving at a full queue gets llm.ErrOverloaded at once.
+func WithQueueSize(n int) Option { return func(o *options) { o.queueSize = n } }
+
+// WithLogger routes Chorus's and Proto.Actor's log lines to l. The default
+// is silent.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithClientOptions passes options to every credential's providers.Client
+// (timeouts, retry policy, HTTP client, observers).
+func WithClientOptions(opts ...providers.Option) Option {
+	return func(o *options) { o.clientOpts = append(o.clientOpts, opts...) }
+}
+
+// WithStreamBuffer sets the capacity of each stream's event channel
+// (default 64).
+func WithStreamBuffer(n int) Option { return func(o *options) { o.streamBuffer = n } }

@@ -1,0 +1,507 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/chorusrt/chorus/actors"
+	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/providers"
+)
+
+// ErrClosed is returned by calls made after Close began.
+var ErrClosed = actors.ErrClosed
+
+// Runtime serves calls through one actor per provider credential. It is
+// safe for concurrent use.
+type Runtime struct {
+	sys     *actors.System
+	groups  map[string]*group
+	order   []string
+	aliases map[string][]string
+	opts    options
+	logger  *slog.Logger
+
+	base context.Context
+	stop context.CancelFunc
+
+	mu     sync.RWMutex
+	closed bool
+	calls  sync.WaitGroup
+}
+
+// group is one provider: its credentials in registration order.
+type group struct {
+	id    string
+	creds []*cred
+	next  atomic.Uint64
+}
+
+// cred is one credential: its actor and client, plus counters fed by the
+// client's attempt observer on the callers' goroutines.
+type cred struct {
+	ref         *actors.Ref
+	client      *providers.Client
+	attempts    atomic.Int64
+	retries     atomic.Int64
+	rateLimited atomic.Int64
+}
+
+// New boots the actor system and spawns one actor per credential.
+func New(opts ...Option) (*Runtime, error) {
+	o := options{queueSize: 1024, streamBuffer: providers.DefaultStreamBuffer, placements: 8}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.err != nil {
+		return nil, o.err
+	}
+	logger := o.logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	rt := &Runtime{groups: map[string]*group{}, aliases: o.aliases, opts: o, logger: logger}
+	for _, cfg := range o.configs {
+		if err := cfg.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	rt.sys = actors.NewSystem(logger)
+	rt.base, rt.stop = context.WithCancel(context.Background())
+	for _, cfg := range o.configs {
+		g := rt.groups[cfg.ID]
+		if g == nil {
+			g = &group{id: cfg.ID}
+			rt.groups[cfg.ID] = g
+			rt.order = append(rt.order, cfg.ID)
+		}
+		c := &cred{}
+		copts := append([]providers.Option{
+			providers.WithLogger(logger),
+			providers.WithStreamBuffer(o.streamBuffer),
+		}, o.clientOpts...)
+		// 429 and 529 are the runtime's: the actor cools the credential down
+		// and the call moves on.
+		copts = append(copts, providers.WithAttemptObserver(c.observe()), providers.WithoutRateLimitRetry())
+		client, err := providers.New(cfg, copts...)
+		if err != nil {
+			rt.shutdown()
+			return nil, err
+		}
+		c.client = client
+		lim := o.limits[cfg.ID]
+		if lim.MaxConcurrency == 0 {
+			lim.MaxConcurrency = o.maxConcurrency
+		}
+		c.ref = rt.sys.Spawn(actors.NewCredential(cfg.ID, len(g.creds), client, actors.Limits(lim), o.queueSize))
+		g.creds = append(g.creds, c)
+	}
+	for name, targets := range rt.aliases {
+		for _, t := range targets {
+			if _, _, err := rt.resolveOne(t); err != nil {
+				rt.shutdown()
+				return nil, &llm.ConfigError{Field: "alias " + name, Msg: err.Error()}
+			}
+		}
+	}
+	return rt, nil
+}
+
+// observe counts attempts.
+func (c *cred) observe() providers.AttemptObserver {
+	return func(ev providers.AttemptEvent) {
+		c.attempts.Add(1)
+		if ev.Attempt > 1 {
+			c.retries.Add(1)
+		}
+		if ev.Status == 429 || ev.Status == 529 {
+			c.rateLimited.Add(1)
+		}
+	}
+}
+
+// Providers returns the registered provider ids, in registration order.
+func (rt *Runtime) Providers() []string { return append([]string(nil), rt.order...) }
+
+// Aliases returns the registered aliases and their targets.
+func (rt *Runtime) Aliases() map[string][]string {
+	out := make(map[string][]string, len(rt.aliases))
+	for k, v := range rt.aliases {
+		out[k] = append([]string(nil), v...)
+	}
+	return out
+}
+
+type target struct {
+	g     *group
+	model string
+	name  string // provider/model
+}
+
+func (rt *Runtime) resolveOne(model string) (*group, string, error) {
+	id, m, ok := strings.Cut(model, "/")
+	if !ok || id == "" || m == "" {
+		return nil, "", fmt.Errorf("%q is not provider/model or an alias", model)
+	}
+	g := rt.groups[id]
+	if g == nil {
+		return nil, "", fmt.Errorf("provider %q is not registered (registered: %s)", id, strings.Join(rt.order, ", "))
+	}
+	return g, m, nil
+}
+
+// resolve turns a model name into its ordered targets.
+func (rt *Runtime) resolve(model string) ([]target, error) {
+	names := []string{model}
+	if t, ok := rt.aliases[model]; ok {
+		names = t
+	}
+	out := make([]target, 0, len(names))
+	for _, n := range names {
+		g, m, err := rt.resolveOne(n)
+		if err != nil {
+			return nil, &llm.ConfigError{Field: "model", Msg: err.Error()}
+		}
+		out = append(out, target{g: g, model: m, name: n})
+	}
+	return out, nil
+}
+
+// enter registers a call; it fails once Close began.
+func (rt *Runtime) enter() error {
+	rt.mu.RLock()
+	defer rt.mu.RUnlock()
+	if rt.closed {
+		return ErrClosed
+	}
+	rt.calls.Add(1)
+	return nil
+}
+
+// callCtx derives a call's context: cancelled by the caller, or by Close
+// when its grace period ends.
+func (rt *Runtime) callCtx(ctx context.Context) (context.Context, func()) {
+	cctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(rt.base, cancel)
+	return cctx, func() {
+		stop()
+		cancel()
+		rt.calls.Done()
+	}
+}
+
+// pick chooses the credential to ask: not cooling down first, then the
+// least busy, rotating among equals.
+func (g *group) pick(now time.Time) *cred {
+	if len(g.creds) == 1 {
+		return g.creds[0]
+	}
+	start := int(g.next.Add(1))
+	var best *cred
+	var bestScore int64
+	for i := range g.creds {
+		c := g.creds[(start+i)%len(g.creds)]
+		q, f, cd := c.ref.Cred.Load()
+		score := int64(q + f)
+		if cd.After(now) {
+			score += int64(cd.Sub(now)/time.Millisecond) * 1_000
+		}
+		if best == nil || score < bestScore {
+			best, bestScore = c, score
+		}
+	}
+	return best
+}
+
+// outcome is one placement's result.
+type outcome struct {
+	err     error
+	started bool
+	meta    llm.ResponseMeta
+	usage   llm.Usage
+}
+
+// place runs a call on the targets in order, rotating credentials on rate
+// limits and falling back to the next target on retryable failures before
+// the first event.
+func (rt *Runtime) place(ctx context.Context, targets []target, cost int, call func(ctx context.Context, c *cred, model string) outcome) error {
+	var lastErr error
+	for _, t := range targets {
+	placements:
+		for n := 0; n < rt.opts.placements; n++ {
+			c := t.g.pick(time.Now())
+			seq, err := c.ref.Admit(ctx, cost)
+			if err != nil {
+				switch {
+				case ctx.Err() != nil:
+					return firstErr(lastErr, ctx.Err())
+				case actors.ErrCoolingDown(err):
+					lastErr = err
+					if rt.anyAvailable(t.g) {
+						continue
+					}
+					break placements // every credential cools down past the budget: fall back
+				default:
+					return err // overloaded or closed: the caller hears it at once
+				}
+			}
+			o := call(ctx, c, t.model)
+			c.ref.Finish(finished(seq, o))
+			if o.err == nil {
+				return nil
+			}
+			if o.started {
+				return o.err
+			}
+			lastErr = o.err
+			var rl *llm.RateLimitError
+			if errors.As(o.err, &rl) && !rl.QuotaExhausted {
+				continue // this credential now cools down; try again
+			}
+			if providers.Retryable(o.err) {
+				break placements
+			}
+			return o.err
+		}
+	}
+	return lastErr
+}
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+func (rt *Runtime) anyAvailable(g *group) bool {
+	now := time.Now()
+	for _, c := range g.creds {
+		if _, _, cd := c.ref.Cred.Load(); !cd.After(now) {
+			return true
+		}
+	}
+	return false
+}
+
+func finished(seq uint64, o outcome) actors.RequestFinished {
+	f := actors.RequestFinished{Seq: seq, Status: o.meta.Status, Usage: o.usage, RateLimit: o.meta.RateLimit, Failed: o.err != nil}
+	var rl *llm.RateLimitError
+	if errors.As(o.err, &rl) {
+		f.RateLimited = !rl.QuotaExhausted
+		f.RetryAfter = rl.RetryAfter
+		f.Status = rl.Status
+	}
+	return f
+}
+
+// estimateCost is a request's token cost before admission: a quarter of its
+// text bytes plus its output allowance.
+func estimateCost(req *llm.ChatRequest) int {
+	n := 0
+	for i := range req.Messages {
+		m := &req.Messages[i]
+		n += len(m.Content) + len(m.Reasoning)
+		for _, p := range m.Parts {
+			n += len(p.Text)
+		}
+		for _, tc := range m.ToolCalls {
+			n += len(tc.Arguments) + len(tc.Name)
+		}
+	}
+	for _, t := range req.Tools {
+		n += len(t.Description) + len(t.Parameters)
+	}
+	out := req.MaxTokens
+	if out <= 0 {
+		out = 256
+	}
+	return n/4 + out
+}
+
+// Chat performs a buffered chat call. req.Model is provider/model or an alias.
+func (rt *Runtime) Chat(ctx context.Context, req *llm.ChatRequest) (*llm.ChatResult, error) {
+	if req == nil {
+		return nil, &llm.ConfigError{Field: "request", Msg: "is nil"}
+	}
+	targets, err := rt.resolve(req.Model)
+	if err != nil {
+		return nil, err
+	}
+	if err := rt.enter(); err != nil {
+		return nil, err
+	}
+	ctx, done := rt.callCtx(ctx)
+	defer done()
+	var res *llm.ChatResult
+	err = rt.place(ctx, targets, estimateCost(req), func(ctx context.Context, c *cred, model string) outcome {
+		r := *req
+		r.Model = model
+		out, err := c.client.Chat(ctx, &r)
+		if err != nil {
+			return outcome{err: err}
+		}
+		res = out
+		return outcome{meta: out.Meta, usage: out.Usage}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// Stream starts a streaming chat call. req.Model is provider/model or an
+// alias. A request that cannot be resolved or validated is rejected here;
+// every other failure arrives through the stream.
+func (rt *Runtime) Stream(ctx context.Context, req *llm.ChatRequest) (*llm.Stream, error) {
+	if req == nil {
+		return nil, &llm.ConfigError{Field: "request", Msg: "is nil"}
+	}
+	targets, err := rt.resolve(req.Model)
+	if err != nil {
+		return nil, err
+	}
+	probe := *req
+	probe.Model = targets[0].model
+	if err := probe.Validate(); err != nil {
+		return nil, err
+	}
+	if err := rt.enter(); err != nil {
+		return nil, err
+	}
+	cctx, done := rt.callCtx(ctx)
+	s, w, sctx := llm.NewStream(cctx, rt.opts.streamBuffer)
+	cost := estimateCost(req)
+	go func() {
+		defer done()
+		var res *llm.ChatResult
+		started := false
+		emit := func(ev llm.Event) bool {
+			started = true
+			return w.Emit(ev)
+		}
+		err := rt.place(sctx, targets, cost, func(ctx context.Context, c *cred, model string) outcome {
+			r := *req
+			r.Model = model
+			out, err := c.client.StreamTo(ctx, &r, emit)
+			o := outcome{err: err, started: started}
+			if out != nil {
+				o.meta, o.usage = out.Meta, out.Usage
+			}
+			res = out
+			return o
+		})
+		if err != nil {
+			var se *llm.StreamError
+			if errors.As(err, &se) {
+				w.Finish(se.Partial, err)
+				return
+			}
+			w.Finish(nil, err)
+			return
+		}
+		w.Finish(res, nil)
+	}()
+	return s, nil
+}
+
+// Stats is a snapshot of one credential.
+type Stats struct {
+	Provider   string
+	Credential int
+	Queued     int
+	InFlight   int
+	Requests   int64
+	Failed     int64
+	// Attempts counts HTTP attempts; Retries those after a call's first.
+	Attempts int64
+	Retries  int64
+	// RateLimited counts 429 and 529 answers.
+	RateLimited int64
+	Restarts    int64
+	// RateLimit is the provider's last reported state; RemainingRequests and
+	// RemainingTokens the runtime's own count since (-1: not known).
+	RateLimit         llm.RateLimit
+	RemainingRequests int
+	RemainingTokens   int
+	CooldownUntil     time.Time
+	Learned           []string
+}
+
+// Stats returns a snapshot per credential, in registration order.
+func (rt *Runtime) Stats() []Stats {
+	var out []Stats
+	for _, id := range rt.order {
+		for _, c := range rt.groups[id].creds {
+			s, err := c.ref.Stats(2 * time.Second)
+			if err != nil {
+				s = actors.Stats{Provider: id, RemainingReqs: -1, RemainingToks: -1}
+			}
+			st := Stats{
+				Provider: id, Credential: s.Credential, Queued: s.Queued, InFlight: s.InFlight,
+				Requests: s.Requests, Failed: s.Failed, RateLimited: c.rateLimited.Load(), Restarts: s.Restarts,
+				Attempts: c.attempts.Load(), Retries: c.retries.Load(),
+				RateLimit: s.RateLimit, RemainingRequests: s.RemainingReqs, RemainingTokens: s.RemainingToks, CooldownUntil: s.CooldownUntil,
+			}
+			for _, f := range c.client.Learned().Flags() {
+				st.Learned = append(st.Learned, f.String())
+			}
+			sort.Strings(st.Learned)
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// Close stops admitting calls (new calls and queued ones get ErrClosed),
+// lets in-flight calls finish until ctx ends, then cancels them, and stops
+// the actors. When it returns no goroutine of the runtime is left.
+func (rt *Runtime) Close(ctx context.Context) error {
+	rt.mu.Lock()
+	if rt.closed {
+		rt.mu.Unlock()
+		return nil
+	}
+	rt.closed = true
+	rt.mu.Unlock()
+	for _, id := range rt.order {
+		for _, c := range rt.groups[id].creds {
+			_ = c.ref.Close(2 * time.Second)
+		}
+	}
+	drained := make(chan struct{})
+	go func() {
+		rt.calls.Wait()
+		close(drained)
+	}()
+	var err error
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		err = ctx.Err()
+		rt.stop()
+		<-drained
+	}
+	rt.shutdown()
+	return err
+}
+
+func (rt *Runtime) shutdown() {
+	rt.stop()
+	for _, id := range rt.order {
+		for _, c := range rt.groups[id].creds {
+			_ = c.ref.Stop(2 * time.Second)
+			c.client.CloseIdleConnections()
+		}
+	}
+	rt.sys.Shutdown()
+}
