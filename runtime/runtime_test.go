@@ -333,3 +333,31 @@ func TestKeyNeverInRuntimeErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestOperationsThroughActors(t *testing.T) {
+	srv := llmtest.NewServer()
+	defer srv.Close()
+	rt := newRT(t, WithProvider(openaiCfg(srv, key)), WithProvider(anthropicCfg(srv)), WithAlias("emb", "openai/text-embedding-3-small"))
+	er, err := rt.Embed(ctxT(t, 5*time.Second), &llm.EmbedRequest{Model: "emb", Inputs: []string{"a", "b", "c"}})
+	if err != nil || len(er.Vectors) != 3 || len(er.Vectors[0]) == 0 {
+		t.Fatalf("embed: %+v %v", er, err)
+	}
+	ct, err := rt.CountTokens(ctxT(t, 5*time.Second), req("anthropic/claude"))
+	if err != nil || ct.InputTokens <= 0 {
+		t.Fatalf("count: %+v %v", ct, err)
+	}
+	if _, err := rt.CountTokens(ctxT(t, 5*time.Second), req("openai/gpt")); !errors.Is(err, llm.ErrUnsupported) {
+		t.Fatalf("count on openai: %v", err)
+	}
+	models, err := rt.ListModels(ctxT(t, 5*time.Second), "openai")
+	if err != nil || len(models) == 0 {
+		t.Fatalf("models: %v %v", models, err)
+	}
+	var requests int64
+	for _, s := range rt.Stats() {
+		requests += s.Requests
+	}
+	if requests != 4 {
+		t.Fatalf("%d requests went through the actors, want 4", requests)
+	}
+}
