@@ -24,6 +24,18 @@
 // providers/openai, providers/anthropic and providers/gemini, the SSE reader
 // in providers/internal/sse. Layers above see only package llm.
 //
+// Besides chat, a Client embeds (Embed), speaks (Speak), transcribes
+// (Transcribe), counts tokens (CountTokens) and lists models (ListModels)
+// on every format that offers the operation (see ops.go); the others answer
+// *llm.UnsupportedError at once, never an estimate.
+//
+// Chat requests of an OpenAI-format credential go to the Responses API
+// (/responses) for models marked Config.Models[m].Responses, or once the
+// provider has answered that the model is only served there (learned per
+// model, shared through Learned); never by model name. Responses calls are
+// stateless (store:false) and replay encrypted reasoning from the previous
+// result's ThinkingBlocks.
+//
 // Decisions worth knowing:
 //   - The request timeout (WithTimeout) is one budget for the whole call:
 //     every attempt, every backoff and, for a stream, the stream itself. A

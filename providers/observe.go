@@ -8,7 +8,8 @@ import (
 // AttemptEvent describes one HTTP attempt. It never holds a key.
 type AttemptEvent struct {
 	Provider string
-	// Op is "chat" or "stream".
+	// Op is "chat", "stream", "embed", "speech", "transcribe",
+	// "count_tokens" or "list_models".
 	Op      string
 	Model   string
 	Attempt int
