@@ -3,6 +3,7 @@ package runtime
 import (
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/providers"
@@ -27,8 +28,16 @@ type options struct {
 	clientOpts     []providers.Option
 	streamBuffer   int
 	placements     int
+	timeout        time.Duration
 	err            error
 }
+
+// WithTimeout sets the whole-call budget of every runtime call: admission
+// queueing, cooldown waits, every attempt and fallback, and for a stream the
+// stream itself (default providers.DefaultTimeout; zero or negative: none
+// beyond the caller's context). The credential clients keep their own
+// budget too; the shorter wins.
+func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
 // Option configures a Runtime.
 type Option func(*options)

@@ -56,7 +56,7 @@ type cred struct {
 
 // New boots the actor system and spawns one actor per credential.
 func New(opts ...Option) (*Runtime, error) {
-	o := options{queueSize: 1024, streamBuffer: providers.DefaultStreamBuffer, placements: 8}
+	o := options{queueSize: 1024, streamBuffer: providers.DefaultStreamBuffer, placements: 8, timeout: providers.DefaultTimeout}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -185,10 +185,17 @@ func (rt *Runtime) enter() error {
 	return nil
 }
 
-// callCtx derives a call's context: cancelled by the caller, or by Close
-// when its grace period ends.
+// callCtx derives a call's context: bounded by the runtime's whole-call
+// budget (invariant 10: queueing included), cancelled by the caller, or by
+// Close when its grace period ends.
 func (rt *Runtime) callCtx(ctx context.Context) (context.Context, func()) {
-	cctx, cancel := context.WithCancel(ctx)
+	var cctx context.Context
+	var cancel context.CancelFunc
+	if rt.opts.timeout > 0 {
+		cctx, cancel = context.WithTimeout(ctx, rt.opts.timeout)
+	} else {
+		cctx, cancel = context.WithCancel(ctx)
+	}
 	stop := context.AfterFunc(rt.base, cancel)
 	return cctx, func() {
 		stop()

@@ -361,3 +361,26 @@ func TestOperationsThroughActors(t *testing.T) {
 		t.Fatalf("%d requests went through the actors, want 4", requests)
 	}
 }
+
+// TestInvariant10_BudgetIncludesQueueing: time spent waiting for admission
+// counts against the runtime's whole-call budget.
+func TestInvariant10_BudgetIncludesQueueing(t *testing.T) {
+	srv := llmtest.NewServer()
+	defer srv.Close()
+	rt := newRT(t, WithProvider(openaiCfg(srv, key)), WithLimits("openai", Limits{MaxConcurrency: 1}), WithTimeout(300*time.Millisecond))
+	// Hold the only slot with a raw grant, outside any budget.
+	c := rt.groups["openai"].creds[0]
+	seq, err := c.ref.Admit(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = rt.Chat(context.Background(), req("openai/m"))
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
+		t.Fatalf("queued call: %v after %v", err, time.Since(start))
+	}
+	c.ref.Finish(finished(seq, outcome{}))
+	if srv.Count() != 0 {
+		t.Fatal("the call that timed out in the queue reached the provider")
+	}
+}
