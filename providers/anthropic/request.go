@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 
 	"github.com/chorusrt/chorus/llm"
@@ -208,21 +207,7 @@ func (Codec) ChatRequest(req *llm.ChatRequest, o wire.BuildOptions) (*wire.Reque
 		}
 	}
 
-	body, err := json.Marshal(&out)
-	if err != nil {
-		return nil, &llm.ConfigError{Field: "request", Msg: fmt.Sprintf("cannot encode: %v", err)}
-	}
-	h := make(http.Header, len(req.Headers)+2)
-	h.Set("Content-Type", "application/json")
-	if o.Stream {
-		h.Set("Accept", "text/event-stream")
-	} else {
-		h.Set("Accept", "application/json")
-	}
-	for k, v := range req.Headers {
-		h.Set(k, v)
-	}
-	return &wire.Request{Method: http.MethodPost, Path: "/v1/messages", Body: body, Header: h}, nil
+	return wire.PostJSON("/v1/messages", &out, o.Stream, req.Headers)
 }
 
 // thinkingBudget returns budget_tokens, or 0 when thinking is off.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"net/http"
 	"net/url"
 	"strings"
 
@@ -173,30 +172,13 @@ func (Codec) ChatRequest(req *llm.ChatRequest, o wire.BuildOptions) (*wire.Reque
 	}
 	out.GenerationConfig = gc
 
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(&out); err != nil {
-		// Only reachable through a RawMessage that passed the checks above
-		// but not the encoder; report it as the request's fault.
-		return nil, &llm.ConfigError{Field: "request", Msg: "cannot encode: " + err.Error()}
-	}
-	body := bytes.TrimRight(buf.Bytes(), "\n")
-
 	path := "/v1beta/models/" + url.PathEscape(model)
-	h := make(http.Header, len(req.Headers)+2)
-	h.Set("Content-Type", "application/json")
 	if o.Stream {
 		path += ":streamGenerateContent?alt=sse"
-		h.Set("Accept", "text/event-stream")
 	} else {
 		path += ":generateContent"
-		h.Set("Accept", "application/json")
 	}
-	for k, v := range req.Headers {
-		h.Set(k, v)
-	}
-	return &wire.Request{Method: http.MethodPost, Path: path, Body: body, Header: h}, nil
+	return wire.PostJSON(path, &out, o.Stream, req.Headers)
 }
 
 // buildGenerationConfig maps sampling, output and thinking controls; nil

@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 
 	"github.com/chorusrt/chorus/llm"
@@ -230,23 +229,7 @@ func (Codec) ChatRequest(req *llm.ChatRequest, o wire.BuildOptions) (*wire.Reque
 		return nil, err
 	}
 
-	data, err := json.Marshal(&body)
-	if err != nil {
-		// Only reachable through a RawMessage that json.Valid accepted but
-		// Marshal did not; report it as the request's fault.
-		return nil, &llm.ConfigError{Field: "request", Msg: "cannot encode: " + err.Error()}
-	}
-	h := make(http.Header, 2+len(req.Headers))
-	h.Set("Content-Type", "application/json")
-	if o.Stream {
-		h.Set("Accept", "text/event-stream")
-	} else {
-		h.Set("Accept", "application/json")
-	}
-	for k, v := range req.Headers {
-		h.Set(k, v)
-	}
-	return &wire.Request{Method: http.MethodPost, Path: chatPath, Body: data, Header: h}, nil
+	return wire.PostJSON(chatPath, &body, o.Stream, req.Headers)
 }
 
 func providerName(o wire.BuildOptions) string {

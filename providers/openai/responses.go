@@ -319,21 +319,7 @@ func (c ResponsesCodec) ChatRequest(req *llm.ChatRequest, o wire.BuildOptions) (
 		}
 	}
 
-	data, err := json.Marshal(&body)
-	if err != nil {
-		return nil, &llm.ConfigError{Field: "request", Msg: "cannot encode: " + err.Error()}
-	}
-	h := make(http.Header, 2+len(req.Headers))
-	h.Set("Content-Type", "application/json")
-	if o.Stream {
-		h.Set("Accept", "text/event-stream")
-	} else {
-		h.Set("Accept", "application/json")
-	}
-	for k, v := range req.Headers {
-		h.Set(k, v)
-	}
-	return &wire.Request{Method: http.MethodPost, Path: responsesPath, Body: data, Header: h}, nil
+	return wire.PostJSON(responsesPath, &body, o.Stream, req.Headers)
 }
 
 // buildInput returns the instructions (every system message) and the input
