@@ -22,14 +22,27 @@ conformance:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./providers/... ./llm/...
 
-# Each fuzz target for FUZZTIME (go test runs one target at a time).
+# Each fuzz target for FUZZTIME (go test runs one target at a time); the
+# inputs a run finds are kept under the package's testdata/fuzz.
 FUZZ_TARGETS = \
 	./providers/internal/sse:FuzzReader \
-	./providers/internal/jsonscan:FuzzWalk
+	./providers/internal/jsonscan:FuzzWalk \
+	./providers/internal/jsonscan:FuzzInPlaceDescent \
+	./providers/openai:FuzzOpenAIStream \
+	./providers/openai:FuzzOpenAIBuffered \
+	./providers/openai:FuzzResponsesStream \
+	./providers/openai:FuzzResponsesBuffered \
+	./providers/anthropic:FuzzAnthropicStream \
+	./providers/anthropic:FuzzAnthropicBuffered \
+	./providers/gemini:FuzzGeminiStream \
+	./providers/gemini:FuzzGeminiBuffered
 fuzz:
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
 		echo "== $$pkg $$name ($(FUZZTIME))"; \
-		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done
+		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+		mkdir -p $$pkg/testdata/fuzz/$$name; \
+		cp -n $$($(GO) env GOCACHE)/fuzz/github.com/chorusrt/chorus/$${pkg#./}/$$name/* $$pkg/testdata/fuzz/$$name/ 2>/dev/null || true; \
+	done
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)

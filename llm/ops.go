@@ -219,9 +219,33 @@ func validateHeaders(h map[string]string) error {
 		if reservedHeaders[ck] {
 			return &ConfigError{Field: "headers", Msg: fmt.Sprintf("%q is reserved", ck)}
 		}
-		if k == "" || strings.ContainsAny(k, "\r\n: ") || strings.ContainsAny(v, "\r\n") {
+		if !validHeaderName(k) || !validHeaderValue(v) {
 			return &ConfigError{Field: "headers", Msg: fmt.Sprintf("header %q is malformed", ck)}
 		}
 	}
 	return nil
+}
+
+// validHeaderName reports whether k is an HTTP token (RFC 9110 §5.6.2).
+func validHeaderName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue rejects control bytes other than tab.
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }

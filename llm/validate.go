@@ -3,7 +3,6 @@ package llm
 import (
 	"encoding/json"
 	"fmt"
-	"net/textproto"
 	"strings"
 )
 
@@ -166,14 +165,8 @@ func (r *ChatRequest) Validate() error {
 	if p := r.TopP; p != nil && (*p < 0 || *p > 1) {
 		return &ConfigError{Field: "top_p", Msg: fmt.Sprintf("%v is outside [0, 1]", *p)}
 	}
-	for k := range r.Headers {
-		ck := textproto.CanonicalMIMEHeaderKey(k)
-		if reservedHeaders[ck] {
-			return &ConfigError{Field: "headers", Msg: fmt.Sprintf("%q is reserved", ck)}
-		}
-		if strings.ContainsAny(k, "\r\n:") || strings.ContainsAny(r.Headers[k], "\r\n") {
-			return &ConfigError{Field: "headers", Msg: fmt.Sprintf("header %q is malformed", ck)}
-		}
+	if err := validateHeaders(r.Headers); err != nil {
+		return err
 	}
 	return nil
 }

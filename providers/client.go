@@ -173,6 +173,9 @@ func (c *Client) Learned() *Learned { return c.learned }
 // String describes the client without its key.
 func (c *Client) String() string { return "providers.Client(" + c.cfg.String() + ")" }
 
+// GoString is String, so that %#v never prints the key either.
+func (c *Client) GoString() string { return c.String() }
+
 func (c *Client) buildOpts(stream bool, l wire.Learned) wire.BuildOptions {
 	return wire.BuildOptions{Provider: c.cfg.ID, Stream: stream, Quirks: c.cfg.Quirks, Learned: l}
 }
@@ -258,8 +261,8 @@ func (c *Client) statusError(resp *http.Response, body []byte) error {
 	api := llm.APIError{
 		Provider:   c.cfg.ID,
 		Status:     resp.StatusCode,
-		Type:       info.Type,
-		Code:       info.Code,
+		Type:       c.redact(info.Type),
+		Code:       c.redact(info.Code),
 		Message:    c.redact(msg),
 		Retryable:  retryableStatus(resp.StatusCode),
 		RequestID:  requestID(resp.Header),
@@ -447,7 +450,7 @@ func (c *Client) stampError(err error, resp *http.Response) error {
 	var api *llm.APIError
 	if errors.As(err, &api) {
 		api.Provider = c.cfg.ID
-		api.Message = c.redact(api.Message)
+		api.Message, api.Code, api.Type = c.redact(api.Message), c.redact(api.Code), c.redact(api.Type)
 		if api.RequestID == "" && resp != nil {
 			api.RequestID = requestID(resp.Header)
 		}

@@ -127,6 +127,13 @@ func (c *cred) observe() providers.AttemptObserver {
 	}
 }
 
+// String describes the runtime without its keys (its fields hold them, and
+// fmt would print them).
+func (rt *Runtime) String() string { return "runtime.Runtime(" + strings.Join(rt.order, ", ") + ")" }
+
+// GoString is String, so that %#v never prints a key either.
+func (rt *Runtime) GoString() string { return rt.String() }
+
 // Providers returns the registered provider ids, in registration order.
 func (rt *Runtime) Providers() []string { return append([]string(nil), rt.order...) }
 

@@ -1,11 +1,14 @@
 package sse
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/chorusrt/chorus/llmtest/fixture"
 )
 
 func readAll(t *testing.T, body string) []Event {
@@ -87,22 +90,95 @@ func TestReaderCountsActivity(t *testing.T) {
 	}
 }
 
+// FuzzReader (the FuzzSSEReader) is seeded with every streamed
+// body of the fixture corpus (at most 64 KiB each, synthetic rows skipped):
+// every provider's framing, CRLF and padded data lines, comments, event
+// names. With small caps the reader terminates and never hands out an event
+// over its cap; with the default caps an input smaller than them is read to
+// io.EOF without error, and the events' total size never exceeds the
+// input's.
 func FuzzReader(f *testing.F) {
 	f.Add([]byte("data: a\n\nevent: x\ndata: b\r\n\r\n: c\n"))
+	for _, b := range fixtureStreams(f) {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r := NewReader(strings.NewReader(string(b)), nil)
 		r.SetLimits(1024, 4096)
+		terminated := false
 		for i := 0; i < len(b)+2; i++ {
 			ev, err := r.Next()
 			if err != nil {
-				return
+				terminated = true
+				break
 			}
 			if len(ev.Data) > 4096 {
 				t.Fatalf("event over cap: %d", len(ev.Data))
 			}
 		}
-		t.Fatal("reader did not terminate")
+		if !terminated {
+			t.Fatal("reader did not terminate")
+		}
+		var activity atomic.Uint64
+		r = NewReader(bytes.NewReader(b), &activity)
+		total := 0
+		for {
+			ev, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				if len(b) < DefaultMaxLine {
+					t.Fatalf("a %d-byte body under the default caps failed: %v", len(b), err)
+				}
+				return
+			}
+			total += len(ev.Name) + len(ev.Data)
+			if total > len(b) {
+				t.Fatalf("events hold %d bytes from a %d-byte body", total, len(b))
+			}
+		}
+		if lines := uint64(bytes.Count(b, []byte("\n"))); activity.Load() < lines {
+			t.Fatalf("activity %d for %d lines", activity.Load(), lines)
+		}
 	})
+}
+
+// fixtureStreams returns the recorded SSE bodies of the non-synthetic
+// fixtures, deduplicated, at most 64 KiB each.
+func fixtureStreams(tb testing.TB) [][]byte {
+	tb.Helper()
+	dir, err := fixture.Dir()
+	if err != nil {
+		tb.Fatalf("fixtures: %v", err)
+	}
+	idx, err := fixture.LoadIndex(dir)
+	if err != nil {
+		tb.Fatalf("fixtures: %v", err)
+	}
+	seen := map[string]bool{}
+	var out [][]byte
+	for _, e := range idx {
+		if e.Synthetic() {
+			continue
+		}
+		exs, err := fixture.Load(dir, e)
+		if err != nil {
+			tb.Fatalf("load %s: %v", e.File, err)
+		}
+		for _, ex := range exs {
+			b := ex.Response.Body
+			if !ex.Response.Stream || len(b) == 0 || len(b) > 64<<10 || seen[string(b)] {
+				continue
+			}
+			seen[string(b)] = true
+			out = append(out, b)
+		}
+	}
+	if len(out) < 50 {
+		tb.Fatalf("fixtures: only %d streamed bodies", len(out))
+	}
+	return out
 }
 
 func BenchmarkReader(b *testing.B) {
