@@ -64,11 +64,12 @@ type Server struct {
 	handlers  sync.WaitGroup
 	limited   atomic.Int64
 
-	mu     sync.Mutex
-	closed bool
-	script []Step
-	reqs   []Recorded
-	lim    limiter
+	mu      sync.Mutex
+	closed  bool
+	script  []Step
+	reqs    []Recorded
+	lim     limiter
+	respond func(Recorded) Step // SetResponder
 
 	connMu sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -378,11 +379,14 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 // take consumes the next step (or the default) and charges the rate
 // limit. A request the limit refuses consumes neither a step nor budget.
 func (s *Server) take(x *exchange) (Step, *plan, *rlState, bool) {
+	dyn, hasDyn := s.dynamicStep(x)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var step Step
 	if len(s.script) > 0 {
 		step = s.script[0]
+	} else if hasDyn {
+		step = dyn
 	}
 	reply := step.Reply
 	output := true

@@ -1,0 +1,181 @@
+package session
+
+import (
+	"sync"
+)
+
+// EventType says what an Event reports.
+type EventType string
+
+// Event types.
+const (
+	// EventTurnStarted: a turn started.
+	EventTurnStarted EventType = "turn_started"
+	// EventStepStarted: a step started (Step, StepKind, Attempt).
+	EventStepStarted EventType = "step_started"
+	// EventTextDelta and EventReasoningDelta carry model output as it
+	// streams, in Text.
+	EventTextDelta      EventType = "text_delta"
+	EventReasoningDelta EventType = "reasoning_delta"
+	// EventToolCallStarted: an attempt of a tool call started.
+	EventToolCallStarted EventType = "tool_call_started"
+	// EventToolCallFinished: an attempt ended (ToolStatus empty when the
+	// call will be retried) or the call's record ended.
+	EventToolCallFinished EventType = "tool_call_finished"
+	// EventApprovalRequested and EventApprovalResolved concern the
+	// approval interrupt Interrupt.
+	EventApprovalRequested EventType = "approval_requested"
+	EventApprovalResolved  EventType = "approval_resolved"
+	// EventCompacted: older turns were summarized.
+	EventCompacted EventType = "compacted"
+	// EventTurnFinished: a turn ended with TurnStatus.
+	EventTurnFinished EventType = "turn_finished"
+	// EventGap: Missed events were dropped before this reader got them,
+	// because it fell behind the stream's bound.
+	EventGap EventType = "gap"
+)
+
+// Event is one entry of a session's live event stream. Every event
+// carries the turn, step and attempt it belongs to; group deltas by them
+// (a model step that is retried streams again under the next attempt).
+type Event struct {
+	// Seq numbers the session's events from 1 within this process.
+	Seq     uint64
+	Session string
+	Type    EventType
+	Turn    int
+	Step    int
+	Attempt int
+	// StepKind is the step's kind, on step and tool events.
+	StepKind StepKind
+	// Text is the delta of text and reasoning events, and the error of a
+	// failed tool attempt.
+	Text string
+	// Tool fields, on tool and approval events.
+	CallID     string
+	ToolName   string
+	Effect     Effect
+	ToolStatus ToolStatus
+	// Approval fields.
+	Interrupt string
+	Approved  bool
+	Reason    string
+	// TurnStatus is set on turn_finished.
+	TurnStatus TurnStatus
+	// Missed counts the events a gap stands for.
+	Missed uint64
+}
+
+// eventLog is a session's bounded event stream. Publishing never blocks;
+// readers that fall more than the bound behind see a gap.
+type eventLog struct {
+	mu     sync.Mutex
+	buf    []Event
+	start  int // index of the oldest event in buf
+	n      int // events held
+	next   uint64
+	notify chan struct{}
+	closed bool
+	done   chan struct{} // closed with the log: readers stop at once
+}
+
+func newEventLog(capacity int) *eventLog {
+	return &eventLog{buf: make([]Event, capacity), next: 1, notify: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (l *eventLog) publish(ev Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
+	ev.Seq = l.next
+	l.next++
+	c := len(l.buf)
+	if l.n < c {
+		l.buf[(l.start+l.n)%c] = ev
+		l.n++
+	} else {
+		l.buf[l.start] = ev
+		l.start = (l.start + 1) % c
+	}
+	close(l.notify)
+	l.notify = make(chan struct{})
+}
+
+func (l *eventLog) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.closed {
+		l.closed = true
+		close(l.notify)
+		close(l.done)
+	}
+}
+
+// since returns the events with Seq > after still held, the number of
+// events missed before them, a channel closed at the next publish, and
+// whether the log is closed.
+func (l *eventLog) since(after uint64, out []Event) ([]Event, uint64, <-chan struct{}, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	oldest := l.next - uint64(l.n)
+	var missed uint64
+	from := after + 1
+	if from < oldest {
+		missed = oldest - from
+		from = oldest
+	}
+	out = out[:0]
+	for seq := from; seq < l.next; seq++ {
+		out = append(out, l.buf[(l.start+int(seq-oldest))%len(l.buf)])
+	}
+	return out, missed, l.notify, l.closed
+}
+
+// subscribe delivers events with Seq > after to out until stop is closed
+// or the log is closed (readers then stop without draining).
+func (l *eventLog) subscribe(session string, after uint64, out chan<- Event, stop <-chan struct{}) {
+	defer close(out)
+	var batch []Event
+	for {
+		var missed uint64
+		var wake <-chan struct{}
+		var closed bool
+		batch, missed, wake, closed = l.since(after, batch)
+		if missed > 0 {
+			gap := Event{Session: session, Type: EventGap, Seq: after + missed, Missed: missed}
+			select {
+			case out <- gap:
+			case <-stop:
+				return
+			case <-l.done:
+				return
+			}
+			after += missed
+		}
+		for _, ev := range batch {
+			select {
+			case out <- ev:
+				after = ev.Seq
+			case <-stop:
+				return
+			case <-l.done:
+				return
+			}
+		}
+		if len(batch) > 0 {
+			continue // more may have come meanwhile (or some were dropped)
+		}
+		if closed {
+			return
+		}
+		select {
+		case <-wake:
+		case <-stop:
+			return
+		case <-l.done:
+			return
+		}
+	}
+}

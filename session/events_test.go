@@ -1,0 +1,122 @@
+package session
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/llmtest"
+)
+
+// TestEventStreamBound: with no reader, or a reader that never reads, the
+// session runs to the end; the stream keeps only the last EventBuffer
+// events; a late reader gets a gap event counting what it missed, then the
+// events held; a reader resumes after any seq it saw.
+func TestEventStreamBound(t *testing.T) {
+	const bound = 8
+	h := newHarness(t, Options{EventBuffer: bound})
+	deltas := make([]string, 100)
+	for i := range deltas {
+		deltas[i] = "x"
+	}
+	h.srv.Push(llmtest.Deltas(deltas...))
+	stuck, stopStuck := h.m.Events("s", 0) // subscribed, never read
+	h.send("s", "go")
+	done := make(chan TurnResult, 1)
+	go func() { r, _ := h.m.Wait(ctx10(t), "s"); done <- r }()
+	select {
+	case r := <-done:
+		if r.Answer != strings.Repeat("x", 100) {
+			t.Fatalf("answer = %q", r.Answer)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the session waited for a reader")
+	}
+	stopStuck()
+	if _, open := <-stuck; open {
+		// The stuck reader may get one event it was blocked on; then closed.
+		for range stuck {
+		}
+	}
+	// turn_started, step_started, 100 deltas, turn_finished.
+	const total = 103
+	ch, stop := h.m.Events("s", 0)
+	var got []Event
+	for ev := range ch {
+		got = append(got, ev)
+		if ev.Seq == total {
+			break
+		}
+	}
+	stop()
+	if len(got) != bound+1 || got[0].Type != EventGap || got[0].Missed != total-bound {
+		t.Fatalf("late reader got %d events, first %+v", len(got), got[0])
+	}
+	for i, ev := range got[1:] {
+		if ev.Seq != uint64(total-bound+1+i) {
+			t.Fatalf("event %d has seq %d", i, ev.Seq)
+		}
+	}
+	if last := got[len(got)-1]; last.Type != EventTurnFinished || last.TurnStatus != TurnCompleted {
+		t.Fatalf("last event %+v", last)
+	}
+	// Resume after seq total-3: exactly the last three, no gap.
+	ch, stop = h.m.Events("s", total-3)
+	var resumed []uint64
+	for ev := range ch {
+		resumed = append(resumed, ev.Seq)
+		if ev.Seq == total {
+			break
+		}
+	}
+	stop()
+	if len(resumed) != 3 || resumed[0] != total-2 {
+		t.Fatalf("resumed seqs = %v", resumed)
+	}
+}
+
+// TestEventsTagged: every event carries its turn, step and attempt; tool
+// events name the call and its effect.
+func TestEventsTagged(t *testing.T) {
+	h := newHarness(t, Options{Tools: []Tool{tool(nil, "lookup", EffectRead, ok("x")), tool(nil, "refund", EffectNonIdempotentWrite, ok("r"))}})
+	h.srv.Push(llmtest.Respond(llmtest.Reply{Reasoning: "thinking", ToolCalls: []llm.ToolCall{call("c1", "lookup", `{}`), call("c2", "refund", `{}`)}}), llmtest.Text("done"))
+	evs := collect(h.m, "s")
+	h.send("s", "go")
+	p := h.pending("s", 1)[0]
+	if err := h.m.Resolve(ctx10(t), "s", p.ID, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	h.wait("s")
+	until(t, "turn_finished event", func() bool {
+		e := evs.events()
+		return len(e) > 0 && e[len(e)-1].Type == EventTurnFinished
+	})
+	got := evs.close()
+	seen := map[EventType]int{}
+	for _, e := range got {
+		seen[e.Type]++
+		if e.Turn != 1 || e.Session != "s" {
+			t.Errorf("event %+v", e)
+		}
+		switch e.Type {
+		case EventTextDelta, EventReasoningDelta:
+			if e.Step == 0 || e.Attempt != 1 || e.StepKind != StepRunModel {
+				t.Errorf("delta %+v", e)
+			}
+		case EventToolCallStarted, EventToolCallFinished:
+			if e.Step == 0 || e.Attempt != 1 || e.CallID == "" || e.Effect == "" || e.StepKind != StepCallTool {
+				t.Errorf("tool event %+v", e)
+			}
+		}
+	}
+	for _, typ := range []EventType{EventTurnStarted, EventStepStarted, EventReasoningDelta, EventTextDelta, EventToolCallStarted,
+		EventToolCallFinished, EventApprovalRequested, EventApprovalResolved, EventTurnFinished} {
+		if seen[typ] == 0 {
+			t.Errorf("no %s event", typ)
+		}
+	}
+	if seen[EventToolCallStarted] != 2 || seen[EventToolCallFinished] != 2 {
+		t.Errorf("tool events: %v", seen)
+	}
+}

@@ -1,0 +1,441 @@
+package session
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/store"
+)
+
+// TurnStatus is how a turn ended.
+type TurnStatus string
+
+// Turn statuses.
+const (
+	TurnCompleted TurnStatus = "completed"
+	TurnFailed    TurnStatus = "failed"
+	TurnCancelled TurnStatus = "cancelled"
+)
+
+// StepKind names a step of a turn.
+type StepKind string
+
+// Step kinds.
+const (
+	StepAwaitUserMessage  StepKind = "AwaitUserMessage"
+	StepCompact           StepKind = "Compact"
+	StepRunModel          StepKind = "RunModel"
+	StepAwaitToolApproval StepKind = "AwaitToolApproval"
+	StepCallTool          StepKind = "CallTool"
+	StepResumeTurn        StepKind = "ResumeTurn"
+)
+
+const (
+	phaseModel = "model"
+	phaseTools = "tools"
+)
+
+// histEntry is one message of the history, with the turn it belongs to.
+type histEntry struct {
+	Turn int     `json:"turn"`
+	Msg  wireMsg `json:"msg"`
+}
+
+type queuedMsg struct {
+	QID int     `json:"qid"`
+	Msg wireMsg `json:"msg"`
+}
+
+// callState is a tool record with what the session needs to run it.
+type callState struct {
+	ToolRecord
+	MaxAttempts int       `json:"max_attempts"`
+	Deadline    time.Time `json:"deadline,omitzero"`
+	Resolved    bool      `json:"resolved,omitempty"`
+	Approved    bool      `json:"approved,omitempty"`
+	Expired     bool      `json:"expired,omitempty"`
+	Reason      string    `json:"reason,omitempty"`
+	// Running: an attempt started and has not ended, as far as the journal
+	// knows. After a crash such a call was interrupted.
+	Running bool `json:"running,omitempty"`
+	Unknown bool `json:"unknown,omitempty"`
+}
+
+// turnState is the durable state of the turn in progress.
+type turnState struct {
+	Turn      int    `json:"turn"`
+	Step      int    `json:"step"`       // last step number used
+	HistStart int    `json:"hist_start"` // index of the turn's first message in History
+	Phase     string `json:"phase"`
+	// ModelStep and ModelAttempt are the current RunModel step and its
+	// attempts so far; ModelRunning says an attempt started without output.
+	ModelStep    int      `json:"model_step"`
+	ModelAttempt int      `json:"model_attempt"`
+	ModelRunning bool     `json:"model_running,omitempty"`
+	ModelCalls   int      `json:"model_calls"`
+	Batch        []string `json:"batch,omitempty"` // ids of the current calls, in the model's order
+	Cancel       bool     `json:"cancel,omitempty"`
+	CancelReason string   `json:"cancel_reason,omitempty"`
+}
+
+// TurnResult is how the last turn ended.
+type TurnResult struct {
+	// Turn is the turn's number (0: no turn has finished).
+	Turn   int
+	Status TurnStatus
+	// Answer is the text of the turn's last assistant message.
+	Answer string
+	// Error says why a turn failed or was cancelled.
+	Error string
+	// Note is the turn-failure note stored for the next turn's model.
+	Note string
+}
+
+// state is a session's durable state: what replaying its journal yields.
+type state struct {
+	ID             string         `json:"id"`
+	Seq            int64          `json:"seq"`
+	Turn           int            `json:"turn"`
+	Active         *turnState     `json:"active,omitempty"`
+	History        []histEntry    `json:"history"`
+	Queue          []queuedMsg    `json:"queue,omitempty"`
+	NextQID        int            `json:"next_qid"`
+	Calls          []*callState   `json:"calls,omitempty"`
+	Usage          llm.Usage      `json:"usage"`
+	ModelCalls     int            `json:"model_calls"`
+	Summary        string         `json:"summary,omitempty"`
+	SummaryThrough int            `json:"summary_through,omitempty"`
+	Last           TurnResult     `json:"last"`
+	Turns          map[int]string `json:"turns,omitempty"` // status of every finished turn
+}
+
+func newState(id string) *state { return &state{ID: id, Turns: map[int]string{}} }
+
+// call finds a call by turn and id (calls of recent turns are at the end).
+func (s *state) call(turn int, id string) *callState {
+	for i := len(s.Calls) - 1; i >= 0; i-- {
+		c := s.Calls[i]
+		if c.Turn == turn && c.ID == id {
+			return c
+		}
+		if c.Turn < turn {
+			break
+		}
+	}
+	return nil
+}
+
+// batch returns the calls of the active turn's current batch.
+func (s *state) batch() []*callState {
+	if s.Active == nil {
+		return nil
+	}
+	out := make([]*callState, 0, len(s.Active.Batch))
+	for _, id := range s.Active.Batch {
+		if c := s.call(s.Active.Turn, id); c != nil {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// turnCalls returns every call of a turn.
+func (s *state) turnCalls(turn int) []*callState {
+	var out []*callState
+	for _, c := range s.Calls {
+		if c.Turn == turn {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (s *state) take(qids []int, turn int) {
+	for _, q := range qids {
+		i := slices.IndexFunc(s.Queue, func(m queuedMsg) bool { return m.QID == q })
+		if i < 0 {
+			continue
+		}
+		s.History = append(s.History, histEntry{Turn: turn, Msg: s.Queue[i].Msg})
+		s.Queue = slices.Delete(s.Queue, i, i+1)
+	}
+}
+
+// apply folds one journal record into the state. It is the only place the
+// durable state changes, so a live session and one recovered from its
+// journal are the same.
+func (s *state) apply(r store.Record) error {
+	if r.Seq > s.Seq {
+		s.Seq = r.Seq
+	}
+	bad := func(err error) error { return fmt.Errorf("session %q: record %d (%s): %w", s.ID, r.Seq, r.Kind, err) }
+	switch r.Kind {
+	case recUserMessage:
+		var p recUser
+		if err := json.Unmarshal(r.Data, &p); err != nil {
+			return bad(err)
+		}
+		s.Queue = append(s.Queue, queuedMsg(p))
+		s.NextQID = max(s.NextQID, p.QID+1)
+	case recTurnStarted:
+		var p recTurn
+		if err := json.Unmarshal(r.Data, &p); err != nil {
+			return bad(err)
+		}
+		s.Turn = p.Turn
+		s.Active = &turnState{Turn: p.Turn, HistStart: len(s.History), Phase: phaseModel}
+		s.take(p.Taken, p.Turn)
+	case recCompaction:
+		var p recCompact
+		if err := json.Unmarshal(r.Data, &p); err != nil {
+			return bad(err)
+		}
+		s.Summary, s.SummaryThrough = p.Summary, p.Through
+		s.Usage = s.Usage.Add(p.Usage)
+	case recModelStarted:
+		var p recModelStart
+		if err := json.Unmarshal(r.Data, &p); err != nil {
+			return bad(err)
+		}
+		t := s.Active
+		if t == nil || t.Turn != p.Turn {
+			return bad(fmt.Errorf("no active turn %d", p.Turn))
+		}
+		s.take(p.Taken, p.Turn)
+		t.Step = max(t.Step, p.Step)
+		t.ModelStep, t.ModelAttempt, t.ModelRunning = p.Step, p.Attempt, true
+		t.Phase = phaseModel
+	case recModelOutput:
+		var p recModelOut
+		if err := json.Unmarshal(r.Data, &p); err != nil {
+			return bad(err)
+		}
+		t := s.Active
+		if t == nil || t.Turn != p.Turn {
+			return bad(fmt.Errorf("no active turn %d", p.Turn))
+		}
+		t.ModelRunning = false
+		t.ModelCalls++
+		s.ModelCalls++
+		s.Usage = s.Usage.Add(p.Usage)
+		s.History = append(s.History, histEntry{Turn: p.Turn, Msg: p.Msg})
+		t.Batch = nil
+		for _, pc := range p.Calls {
+			c := &callState{ToolRecord: ToolRecord{Turn: p.Turn, ID: pc.ID, ModelCallID: pc.ModelCallID, Name: pc.Name,
+				Arguments: pc.Arguments, Effect: pc.Effect, Step: pc.Step, ApprovalStep: pc.ApprovalStep, Approval: pc.Approval, Interrupt: pc.Interrupt},
+				MaxAttempts: pc.MaxAttempts, Deadline: pc.Deadline, Unknown: pc.Unknown}
+			s.Calls = append(s.Calls, c)
+			t.Batch = append(t.Batch, pc.ID)
+			t.Step = max(t.Step, pc.Step)
+		}
+		if len(p.Calls) > 0 {
+			t.Phase = phaseTools
+		}
+	case recApprovalResolved:
+		var p recResolve
+		if err := json.Unmarshal(r.Data, &p); err != nil {
+			return bad(err)
+		}
+		c := s.call(p.Turn, p.Call)
+		if c == nil {
+			return bad(fmt.Errorf("unknown call %q", p.Call))
+		}
+		c.Resolved, c.Approved, c.Expired, c.Reason = true, p.Approved, p.Expired, p.Reason
+	case recToolStarted:
+		var p recToolStart
+		if err := json.Unmarshal(r.Data, &p); err != nil {
+			return bad(err)
+		}
+		c := s.call(p.Turn, p.Call)
+		if c == nil {
+			return bad(fmt.Errorf("unknown call %q", p.Call))
+		}
+		c.Attempts, c.Key, c.Running = p.Attempt, p.Key, true
+	case recToolAttemptFail:
+		var p recToolFail
+		if err := json.Unmarshal(r.Data, &p); err != nil {
+			return bad(err)
+		}
+		c := s.call(p.Turn, p.Call)
+		if c == nil {
+			return bad(fmt.Errorf("unknown call %q", p.Call))
+		}
+		c.Running = false
+		c.AttemptErrors = append(c.AttemptErrors, p.Error)
+	case recToolFinished:
+		var p recToolEnd
+		if err := json.Unmarshal(r.Data, &p); err != nil {
+			return bad(err)
+		}
+		c := s.call(p.Turn, p.Call)
+		if c == nil {
+			return bad(fmt.Errorf("unknown call %q", p.Call))
+		}
+		c.Running = false
+		c.Status, c.Result, c.Error, c.Images = p.Status, p.Result, p.Error, p.Images
+		s.maybeResume()
+	case recCancelRequested:
+		var p recCancel
+		if err := json.Unmarshal(r.Data, &p); err != nil {
+			return bad(err)
+		}
+		if s.Active != nil && s.Active.Turn == p.Turn {
+			s.Active.Cancel, s.Active.CancelReason = true, p.Reason
+		}
+	case recTurnFinished:
+		var p recTurnEnd
+		if err := json.Unmarshal(r.Data, &p); err != nil {
+			return bad(err)
+		}
+		s.finishTurn(p)
+	default:
+		// A newer version's record: ignored, so old code can still read the
+		// journal (unknown data stays zero).
+	}
+	return nil
+}
+
+// maybeResume appends the function responses of a finished batch to the
+// history, in the model's order, and returns the turn to the model phase.
+func (s *state) maybeResume() {
+	t := s.Active
+	if t == nil || t.Phase != phaseTools {
+		return
+	}
+	calls := s.batch()
+	for _, c := range calls {
+		if c.Status == "" {
+			return
+		}
+	}
+	for _, c := range calls {
+		s.History = append(s.History, histEntry{Turn: t.Turn, Msg: toWire(functionResponse(&c.ToolRecord))})
+	}
+	t.Batch = nil
+	t.Phase = phaseModel
+}
+
+func (s *state) finishTurn(p recTurnEnd) {
+	t := s.Active
+	if t == nil || t.Turn != p.Turn {
+		return
+	}
+	answer := ""
+	for i := len(s.History) - 1; i >= t.HistStart; i-- {
+		if m := s.History[i].Msg; m.Role == llm.RoleAssistant {
+			answer = m.Content
+			break
+		}
+	}
+	if p.Status != TurnCompleted {
+		// The turn's assistant messages and function responses may be
+		// incomplete (calls without responses): the model sees the user
+		// messages of the turn and the note instead.
+		kept := s.History[:t.HistStart]
+		for _, h := range s.History[t.HistStart:] {
+			if h.Msg.Role == llm.RoleUser {
+				kept = append(kept, h)
+			}
+		}
+		s.History = append(kept, histEntry{Turn: t.Turn, Msg: wireMsg{Role: llm.RoleUser, Content: p.Note}})
+		answer = ""
+	}
+	s.Last = TurnResult{Turn: p.Turn, Status: p.Status, Answer: answer, Error: p.Error, Note: p.Note}
+	if s.Turns == nil {
+		s.Turns = map[int]string{}
+	}
+	s.Turns[p.Turn] = string(p.Status)
+	s.Active = nil
+}
+
+// Function responses the model sees for calls that did not succeed.
+const (
+	failedPrefix   = "The tool call failed: "
+	rejectedPrefix = "The tool call was rejected: "
+	// OutcomeUnknownText is the function response of an outcome_unknown
+	// call.
+	OutcomeUnknownText = "The outcome of this tool call is unknown: it may or may not have taken effect. Check before calling it again."
+)
+
+// functionResponse is the tool message the model sees for a record.
+func functionResponse(r *ToolRecord) llm.Message {
+	m := llm.Message{Role: llm.RoleTool, ToolCallID: r.ModelCallID, ToolName: r.Name}
+	switch r.Status {
+	case StatusSucceeded:
+		m.Content = r.Result
+		if m.Content == "" {
+			m.Content = `{"result":""}`
+		}
+		for _, ref := range r.Images {
+			m.Parts = append(m.Parts, ref.Part())
+		}
+	case StatusFailed:
+		m.Content, m.IsError = errorJSON(failedPrefix+r.Error), true
+	case StatusRejected:
+		m.Content, m.IsError = errorJSON(rejectedPrefix+r.Error), true
+	default:
+		m.Content, m.IsError = errorJSON(OutcomeUnknownText), true
+	}
+	return m
+}
+
+func errorJSON(msg string) string {
+	b, _ := json.Marshal(map[string]string{"error": msg})
+	return string(b)
+}
+
+// turnNote is the note a failed or cancelled turn leaves for the next
+// turn's model: what happened and every call with its outcome.
+func turnNote(turn int, status TurnStatus, reason string, calls []*callState, ends map[string]recToolEnd) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[chorus] Turn %d %s", turn, status)
+	if reason != "" {
+		fmt.Fprintf(&b, ": %s", reason)
+	}
+	b.WriteString(".")
+	if len(calls) == 0 {
+		b.WriteString(" It made no tool calls.")
+		return b.String()
+	}
+	b.WriteString(" Its tool calls and their outcomes:")
+	for _, c := range calls {
+		st, res, er := c.Status, c.Result, c.Error
+		if e, ok := ends[c.ID]; ok {
+			st, res, er = e.Status, e.Result, e.Error
+		}
+		fmt.Fprintf(&b, "\n- %s (call %s) %s: %s", c.Name, c.ID, compactArgs(c.Arguments), st)
+		switch {
+		case st == StatusSucceeded && res != "":
+			fmt.Fprintf(&b, ": %s", clip(res, 300))
+		case st == StatusOutcomeUnknown:
+			b.WriteString(": it may or may not have taken effect")
+		case er != "":
+			fmt.Fprintf(&b, ": %s", clip(er, 300))
+		}
+	}
+	b.WriteString("\nDo not repeat a call that succeeded or whose outcome is unknown without checking first.")
+	return b.String()
+}
+
+func compactArgs(s string) string {
+	if s == "" {
+		return "{}"
+	}
+	return clip(s, 200)
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8Start(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
