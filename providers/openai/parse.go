@@ -33,6 +33,14 @@ type respMessage struct {
 	ReasoningDetails json.RawMessage `json:"reasoning_details"`
 	ToolCalls        []respToolCall  `json:"tool_calls"`
 	FunctionCall     *respFunction   `json:"function_call"` // legacy functions API
+	// Images are assistant images (OpenRouter's image output).
+	Images []respImage `json:"images"`
+}
+
+type respImage struct {
+	ImageURL struct {
+		URL string `json:"url"`
+	} `json:"image_url"`
 }
 
 type respToolCall struct {
@@ -91,6 +99,11 @@ func (Codec) ParseChat(body []byte) (*llm.ChatResult, error) {
 			return nil, &llm.DecodeError{Provider: formatName, Err: fmt.Errorf("reasoning_details: %w", err)}
 		}
 		res.Reasoning = s
+	}
+	for _, im := range m.Images {
+		if im.ImageURL.URL != "" {
+			res.Images = append(res.Images, imagePart(im.ImageURL.URL))
+		}
 	}
 	for i := range m.ToolCalls {
 		tc := &m.ToolCalls[i]

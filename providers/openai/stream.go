@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -196,10 +197,12 @@ func (d *streamDecoder) choice(o *jsonscan.Object, emit wire.Emit) (finish []byt
 }
 
 func (d *streamDecoder) delta(choice int, v []byte, emit wire.Emit) error {
-	var content, rc, rs, rd, refusal, tools, fcall []byte
+	var content, rc, rs, rd, refusal, tools, fcall, images []byte
 	o := jsonscan.NewObject(v)
 	for o.Next() {
 		switch string(o.Key()) {
+		case "images":
+			images = o.Value()
 		case "content":
 			content = o.Value()
 		case "reasoning_content":
@@ -263,6 +266,20 @@ func (d *streamDecoder) delta(choice int, v []byte, emit wire.Emit) error {
 				if err := d.send(emit, llm.Event{Type: llm.EventRefusal, Text: s}); err != nil {
 					return err
 				}
+			}
+		}
+	}
+
+	if choice == 0 && len(images) > 0 && !jsonscan.IsNull(images) {
+		// Assistant images (OpenRouter) are rare: decoded with encoding/json,
+		// kept for the result; there is no image event.
+		var ims []respImage
+		if err := json.Unmarshal(images, &ims); err != nil {
+			return decodeErr("delta.images", err)
+		}
+		for _, im := range ims {
+			if im.ImageURL.URL != "" {
+				d.b.AddImage(imagePart(im.ImageURL.URL))
 			}
 		}
 	}
