@@ -14,6 +14,11 @@
 //   - Gemini: POST /v1beta/models/{model}:generateContent and
 //     :streamGenerateContent, as SSE with \r\n\r\n separators when
 //     alt=sse is set and as one JSON array written in pieces otherwise.
+//   - OpenAI Responses: POST {OpenAIBaseURL()}/responses, a buffered
+//     response object or SSE with event names (recorded as FormatOpenAI).
+//   - The other operations, in each format that offers them: embeddings,
+//     speech, transcription (multipart), token counting and paginated model
+//     lists (see ops.go).
 //
 // Use it like httptest:
 //
@@ -24,6 +29,7 @@
 //	// or srv.GeminiBaseURL(); then inspect srv.Requests().
 //
 // Each request consumes one scripted Step (Push); when the script is empty
+// a responder set with SetResponder chooses the Step from the request, else
 // the default reply answers (WithDefault; "simulated reply" by default).
 // A Step is a Reply (text, reasoning, refusal, tool calls, finish, usage,
 // headers) or a Fault (an error status, a connection reset before the
