@@ -35,7 +35,8 @@ FUZZ_TARGETS = \
 	./providers/anthropic:FuzzAnthropicStream \
 	./providers/anthropic:FuzzAnthropicBuffered \
 	./providers/gemini:FuzzGeminiStream \
-	./providers/gemini:FuzzGeminiBuffered
+	./providers/gemini:FuzzGeminiBuffered \
+	./cmd/chorus:FuzzBatchInputLine
 fuzz:
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
 		echo "== $$pkg $$name ($(FUZZTIME))"; \
