@@ -118,30 +118,30 @@ func classifyExchange(e fixture.Entry, ex fixture.Exchange) (exchangeKind, strin
 	case path == "" && (bytes.Contains(body, []byte(`"chat.completion`)) || strings.Contains(e.File, "/chat/__fixtures__/")):
 		k.format = FormatOpenAI
 	case path == "" && strings.Contains(e.File, "/responses/__fixtures__/"):
-		return k, "OpenAI Responses API (issue 3)"
+		return k, "OpenAI Responses API (replayed by TestConformanceResponses)"
 	case path == "" && strings.Contains(e.File, "/completion/__fixtures__/"):
 		return k, "legacy /completions API (not offered)"
 	case path == "" && strings.Contains(e.File, "/transcription/__fixtures__/"):
-		return k, "audio (issue 3)"
+		return k, "audio (replayed by TestConformanceOps)"
 	case strings.Contains(path, "cachedContents"):
 		return k, "Gemini context caching (not offered)"
 	case strings.Contains(path, "/responses") || bytes.Contains(body, []byte(`"response.`)) || bytes.Contains(body, []byte(`"object":"response"`)) || bytes.Contains(body, []byte(`"object": "response"`)):
-		return k, "OpenAI Responses API (issue 3)"
+		return k, "OpenAI Responses API (replayed by TestConformanceResponses)"
 	case strings.Contains(path, "embed") || bytes.Contains(body, []byte(`"embedding`)):
-		return k, "embeddings (issue 3)"
+		return k, "embeddings (replayed by TestConformanceOps)"
 	case strings.Contains(path, "count_tokens") || strings.Contains(path, "countTokens") || strings.Contains(path, "input_tokens"):
-		return k, "token counting (issue 3)"
+		return k, "token counting (replayed by TestConformanceOps)"
 	case strings.Contains(path, "/models"):
-		return k, "model listing (issue 3)"
+		return k, "model listing (replayed by TestConformanceOps)"
 	case strings.Contains(path, "/audio/"):
-		return k, "audio (issue 3)"
+		return k, "audio (replayed by TestConformanceOps)"
 	case strings.HasPrefix(path, "/api/"):
 		return k, "Ollama native API (Chorus reaches Ollama through its OpenAI-compatible /v1)"
 	default:
 		return k, "not a chat endpoint"
 	}
 	if k.format == FormatAnthropic && strings.HasSuffix(path, "count_tokens") {
-		return k, "token counting (issue 3)"
+		return k, "token counting (replayed by TestConformanceOps)"
 	}
 	if ex.Response.Status == 0 || len(body) == 0 {
 		return k, "no recorded response body"
