@@ -271,7 +271,10 @@ func FuzzInPlaceDescent(f *testing.F) {
 			}
 			return
 		}
-		if err1 == nil && strings.Join(raw, " ") != strings.Join(inPlace, " ") {
+		// On malformed input (e.g. mismatched brackets, which the scanner
+		// does not check inside a skipped value) the walks may differ; both
+		// must only end without panicking. On valid JSON they agree.
+		if err1 == nil && json.Valid(b) && strings.Join(raw, " ") != strings.Join(inPlace, " ") {
 			t.Fatalf("walks differ on %q:\n%v\n%v", b, raw, inPlace)
 		}
 	})
