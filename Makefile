@@ -4,7 +4,7 @@ TEST_TIMEOUT ?= 900s
 FUZZTIME     ?= 10m
 PKGS         ?= ./...
 
-.PHONY: test vet race conformance bench fuzz lint e2e
+.PHONY: test vet race conformance bench gobench fuzz lint e2e
 
 test: vet race conformance
 
@@ -21,8 +21,13 @@ conformance:
 		grep -E 'conformance: ' $$log | grep -v 'conformance:   -' | sed 's/^ *//'; tail -1 $$log; rm -f $$log; exit $$status
 
 # Benchmarks report numbers; they never fail the build.
+# make bench: the peer comparison and soak (bench/, its own module) -> bench/RESULTS.md, bench/ratios.png
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./providers/... ./llm/...
+	cd bench && $(GO) run ./cmd/benchrun -out RESULTS.md
+
+# make gobench: the Go benchmarks of the hot path in this module's packages.
+gobench:
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./providers/... ./actors/ ./runtime/ ./pipeline/... ./store/
 
 # Each fuzz target for FUZZTIME (go test runs one target at a time); the
 # inputs a run finds are kept under the package's testdata/fuzz.
