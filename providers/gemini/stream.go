@@ -57,12 +57,33 @@ func (d *decoder) Feed(_, data []byte, emit wire.Emit) (bool, error) {
 	if isBlank(data) {
 		return false, nil
 	}
-	var cands, usage, feedback, errv, rid, mv []byte
+	var usage, feedback, errv, rid, mv []byte
+	var finish llm.FinishReason
+	finishSeen := false
+	hasCandidate := false
 	o := jsonscan.NewObject(data)
 	for o.Next() {
 		switch string(o.Key()) {
 		case "candidates":
-			cands = o.Value()
+			// Walked in place, the first candidate only: every byte of the
+			// candidate is scanned once.
+			arr := o.Array()
+			if arr.Next() {
+				hasCandidate = true
+				c := arr.Object()
+				var err error
+				finish, finishSeen, err = d.candidate(&c, emit)
+				if err != nil {
+					return false, err
+				}
+				arr.Consumed(c.End())
+			}
+			for arr.Next() {
+			}
+			if err := arr.Err(); err != nil {
+				return false, decodeError("candidates", err)
+			}
+			o.Consumed(arr.End())
 		case "usageMetadata":
 			usage = o.Value()
 		case "promptFeedback":
@@ -90,23 +111,6 @@ func (d *decoder) Feed(_, data []byte, emit wire.Emit) (bool, error) {
 		return false, err
 	}
 
-	var finish llm.FinishReason
-	finishSeen := false
-	hasCandidate := false
-	if !jsonscan.IsNull(cands) {
-		arr := jsonscan.NewArray(cands)
-		if arr.Next() {
-			hasCandidate = true
-			var err error
-			finish, finishSeen, err = d.candidate(arr.Value(), emit)
-			if err != nil {
-				return false, err
-			}
-		}
-		if err := arr.Err(); err != nil {
-			return false, decodeError("candidates", err)
-		}
-	}
 	if !hasCandidate && !jsonscan.IsNull(feedback) && blocked(jsonscan.Get(feedback, "blockReason")) {
 		finish, finishSeen = llm.FinishContentFilter, true
 	}
@@ -174,14 +178,35 @@ func (d *decoder) meta(rid, mv []byte) error {
 	return nil
 }
 
-// candidate decodes the first candidate's parts and reads its finishReason.
-func (d *decoder) candidate(c []byte, emit wire.Emit) (llm.FinishReason, bool, error) {
-	var content, fr []byte
-	o := jsonscan.NewObject(c)
+// candidate decodes the first candidate's parts, in place, and reads its
+// finishReason.
+func (d *decoder) candidate(o *jsonscan.Object, emit wire.Emit) (llm.FinishReason, bool, error) {
+	var fr []byte
 	for o.Next() {
 		switch string(o.Key()) {
 		case "content":
-			content = o.Value()
+			content := o.Object()
+			for content.Next() {
+				if !content.KeyIs("parts") {
+					continue
+				}
+				parts := content.Array()
+				for parts.Next() {
+					p := parts.Object()
+					if err := d.part(&p, emit); err != nil {
+						return "", false, err
+					}
+					parts.Consumed(p.End())
+				}
+				if err := parts.Err(); err != nil {
+					return "", false, decodeError("parts", err)
+				}
+				content.Consumed(parts.End())
+			}
+			if err := content.Err(); err != nil {
+				return "", false, decodeError("content", err)
+			}
+			o.Consumed(content.End())
 		case "finishReason":
 			fr = o.Value()
 		}
@@ -189,26 +214,14 @@ func (d *decoder) candidate(c []byte, emit wire.Emit) (llm.FinishReason, bool, e
 	if err := o.Err(); err != nil {
 		return "", false, decodeError("candidate", err)
 	}
-	if !jsonscan.IsNull(content) {
-		parts := jsonscan.NewArray(jsonscan.Get(content, "parts"))
-		for parts.Next() {
-			if err := d.part(parts.Value(), emit); err != nil {
-				return "", false, err
-			}
-		}
-		if err := parts.Err(); err != nil {
-			return "", false, decodeError("parts", err)
-		}
-	}
 	r, seen := finishFromRaw(fr)
 	return r, seen, nil
 }
 
 // part decodes one content part.
-func (d *decoder) part(p []byte, emit wire.Emit) error {
+func (d *decoder) part(o *jsonscan.Object, emit wire.Emit) error {
 	var text, sig, fc, inline []byte
 	hasText, thought := false, false
-	o := jsonscan.NewObject(p)
 	for o.Next() {
 		switch string(o.Key()) {
 		case "text":
