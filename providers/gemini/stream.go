@@ -57,6 +57,12 @@ func (d *decoder) Feed(_, data []byte, emit wire.Emit) (bool, error) {
 	if isBlank(data) {
 		return false, nil
 	}
+	// The chunk is walked in place and its events emitted as they are
+	// found: check first that it is whole, so a truncated chunk emits
+	// nothing (one scan; the walk that follows is the only other one).
+	if !jsonscan.Valid(data) {
+		return false, decodeError("chunk", jsonscan.ErrSyntax)
+	}
 	var usage, feedback, errv, rid, mv []byte
 	var finish llm.FinishReason
 	finishSeen := false

@@ -43,18 +43,40 @@ type streamDecoder struct {
 	argsSeen []bool
 
 	haveID, haveModel bool
+
+	// pending holds the events of the chunk being decoded (see send).
+	pending []llm.Event
 }
 
 func (d *streamDecoder) Complete() bool          { return d.complete }
 func (d *streamDecoder) Started() bool           { return d.started }
 func (d *streamDecoder) Result() *llm.ChatResult { return d.b.Result() }
 
-func (d *streamDecoder) send(emit wire.Emit, ev llm.Event) error {
-	d.b.Apply(&ev)
-	d.started = true
-	if !emit(ev) {
-		return wire.ErrAborted
+// send queues an event of the chunk being decoded. The choices are walked
+// in place, so a chunk's events are known before the chunk is known to be
+// whole: they reach the result and the caller only once the chunk parsed
+// (flush), and a truncated chunk emits nothing. This costs no allocation
+// once the queue has grown; checking the chunk first would cost a second
+// scan (+40% instructions per delta under callgrind).
+func (d *streamDecoder) send(_ wire.Emit, ev llm.Event) error {
+	d.pending = append(d.pending, ev)
+	return nil
+}
+
+// flush applies and emits the chunk's queued events, in order.
+func (d *streamDecoder) flush(emit wire.Emit) error {
+	for i := range d.pending {
+		ev := &d.pending[i]
+		d.b.Apply(ev)
+		d.started = true
+		if !emit(*ev) {
+			clear(d.pending)
+			d.pending = d.pending[:0]
+			return wire.ErrAborted
+		}
 	}
+	clear(d.pending)
+	d.pending = d.pending[:0]
 	return nil
 }
 
@@ -67,6 +89,23 @@ var errNotObject = errors.New("chunk is not a JSON object")
 // Feed decodes one SSE event: a chat.completion.chunk, the [DONE] sentinel,
 // or an error (an `event: error` or a chunk holding an error object).
 func (d *streamDecoder) Feed(name, data []byte, emit wire.Emit) (bool, error) {
+	done, err := d.feed(name, data, emit)
+	var api *llm.APIError
+	if err != nil && !errors.As(err, &api) {
+		// A malformed chunk: none of it reaches the result or the caller.
+		clear(d.pending)
+		d.pending = d.pending[:0]
+		return done, err
+	}
+	// A whole chunk, possibly carrying an in-band error after its events
+	// (OpenRouter sends usage and finish with the error): its events first.
+	if ferr := d.flush(emit); ferr != nil {
+		return done, ferr
+	}
+	return done, err
+}
+
+func (d *streamDecoder) feed(name, data []byte, emit wire.Emit) (bool, error) {
 	data = trimSpace(data)
 	if len(data) == 0 {
 		return false, nil
