@@ -61,7 +61,7 @@ func (b *replyBox) SendUserMessage(_ *actor.PID, m any) {
 	}
 }
 func (b *replyBox) SendSystemMessage(*actor.PID, any) {}
-func (b *replyBox) Stop(*actor.PID)                    {}
+func (b *replyBox) Stop(*actor.PID)                   {}
 
 // Admit waits until the credential admits a request of cost, and returns
 // the grant's sequence number for Finish. It returns the refusal's error

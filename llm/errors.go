@@ -104,7 +104,9 @@ type StreamError struct {
 	Err     error
 }
 
-func (e *StreamError) Error() string { return "llm: stream failed after partial output: " + e.Err.Error() }
+func (e *StreamError) Error() string {
+	return "llm: stream failed after partial output: " + e.Err.Error()
+}
 
 // Unwrap returns the cause.
 func (e *StreamError) Unwrap() error { return e.Err }
