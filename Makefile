@@ -55,7 +55,7 @@ fuzz:
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	$(GO) vet $(PKGS)
-	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 $(PKGS)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
 
 # Against a real OpenAI-compatible server: OLLAMA_BASE_URL=http://127.0.0.1:11434/v1 make e2e
 e2e:

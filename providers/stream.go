@@ -317,8 +317,7 @@ func startWatchdog(idle time.Duration, activity *atomic.Uint64, fire func()) *wa
 		return w
 	}
 	period := max(idle/4, time.Millisecond)
-	var check func()
-	check = func() {
+	check := func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		if w.stopped {

@@ -803,10 +803,7 @@ func (a *sessionActor) attemptFailed(t *turnState, c *callState, attempt int, wh
 	// retry to the next process.
 	retry := c.Effect.retryable() && attempt < c.MaxAttempts && !t.Cancel
 	if retry && a.closing {
-		if !a.appendBatch(b) {
-			return false
-		}
-		return true
+		return a.appendBatch(b)
 	}
 	var status ToolStatus
 	var final string

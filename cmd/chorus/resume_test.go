@@ -20,7 +20,7 @@ func buildChorus(t *testing.T) string {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(goruntime.GOROOT(), "bin", "go")
+		t.Fatalf("no go command on PATH: %v", err)
 	}
 	bin := filepath.Join(t.TempDir(), "chorus")
 	if goruntime.GOOS == "windows" {

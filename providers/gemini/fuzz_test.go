@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net/url"
 	"runtime/metrics"
 	"strings"
 	"testing"
@@ -67,15 +66,6 @@ func fzSeeds(tb testing.TB, provider func(string) bool, keep func(e fixture.Entr
 		tb.Fatal("fixtures: no seed body")
 	}
 	return out
-}
-
-// fzURLPath is the path of a recorded request URL ("" when none).
-func fzURLPath(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
-	}
-	return u.Path
 }
 
 var fzAllocSample = []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
