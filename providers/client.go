@@ -461,6 +461,10 @@ func (c *Client) stampError(err error, resp *http.Response) error {
 		de.Provider = c.cfg.ID
 		return err
 	}
+	var te *llm.TransportError
+	if errors.As(err, &te) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, llm.ErrIdleTimeout) {
+		return err // already typed: a broken connection is not a decode error
+	}
 	return &llm.DecodeError{Provider: c.cfg.ID, Err: err}
 }
 

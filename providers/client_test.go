@@ -220,6 +220,11 @@ func TestInvariant03_StreamRetriesOnlyBeforeFirstEvent(t *testing.T) {
 				if kind == llmtest.FaultPrematureClose && !errors.Is(err, llm.ErrPrematureClose) {
 					t.Fatalf("premature close not typed: %v", err)
 				}
+				var te *llm.TransportError
+				var de *llm.DecodeError
+				if kind == llmtest.FaultResetMidStream && (!errors.As(err, &te) || errors.As(err, &de)) {
+					t.Fatalf("a reset mid-stream is a transport error, not a decode error: %v", err)
+				}
 				if n := srv.Count() - before; n != 1 {
 					t.Fatalf("fault %v: %d requests, want 1 (no retry after output)", kind, n)
 				}

@@ -186,10 +186,15 @@ func (c *Client) streamAttempt(ctx context.Context, codec wire.Codec, req *llm.C
 	}
 
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	br := bufio.NewReaderSize(resp.Body, 512)
+	// The SSE reader buffers the body itself; only the other answers need a
+	// look at their first byte.
+	var br *bufio.Reader
+	if ct != "text/event-stream" {
+		br = bufio.NewReaderSize(resp.Body, 512)
+	}
 	switch {
 	case ct == "text/event-stream":
-		err = pumpSSE(br, dec, emit, &activity)
+		err = pumpSSE(resp.Body, dec, emit, &activity)
 	case c.cfg.Format == FormatGemini && firstByte(br) == '[':
 		err = pumpJSONArray(br, dec, emit, &activity)
 	default:
@@ -223,7 +228,7 @@ func (c *Client) streamAttempt(ctx context.Context, codec wire.Codec, req *llm.C
 		return result(), resp.StatusCode, llm.ErrPrematureClose
 	}
 	// Let the connection be reused: the terminator may precede a few bytes.
-	_, _ = io.CopyN(io.Discard, br, 4<<10)
+	_, _ = io.CopyN(io.Discard, resp.Body, 4<<10)
 	return result(), resp.StatusCode, nil
 }
 

@@ -90,8 +90,7 @@ var errNotObject = errors.New("chunk is not a JSON object")
 // or an error (an `event: error` or a chunk holding an error object).
 func (d *streamDecoder) Feed(name, data []byte, emit wire.Emit) (bool, error) {
 	done, err := d.feed(name, data, emit)
-	var api *llm.APIError
-	if err != nil && !errors.As(err, &api) {
+	if err != nil && !isAPIError(err) {
 		// A malformed chunk: none of it reaches the result or the caller.
 		clear(d.pending)
 		d.pending = d.pending[:0]
@@ -494,3 +493,11 @@ func trimSpace(b []byte) []byte {
 }
 
 func isSpaceByte(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
+
+// isAPIError reports whether err is an in-band provider error. (Its own
+// function: errors.As moves its target to the heap, which must not happen
+// on every chunk.)
+func isAPIError(err error) bool {
+	var api *llm.APIError
+	return errors.As(err, &api)
+}
