@@ -1,0 +1,538 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/chorusrt/chorus/bench/internal/clients"
+	"github.com/chorusrt/chorus/bench/internal/corpus"
+	"github.com/chorusrt/chorus/bench/internal/scenario"
+	"github.com/chorusrt/chorus/bench/internal/server"
+	"github.com/chorusrt/chorus/bench/internal/soak"
+	"github.com/chorusrt/chorus/bench/internal/sysinfo"
+)
+
+// params are the sizes of every scenario.
+type params struct {
+	MicroRuns, MacroRuns int
+
+	DecodeDeltas int
+
+	E2EDeltas, E2EStreams int
+
+	ConcSizes  []int
+	ConcDeltas []int // deltas per stream, by size
+	ConcFlush  int
+
+	FanStep    time.Duration
+	FanStreams int
+
+	RLRequests, RLConc, RLRequestsPerWindow, RLTokensPerWindow, RLCompletion int
+	RLWindow                                                                 time.Duration
+
+	BatchRequests, BatchConc int
+
+	Soak soak.Config
+}
+
+func fullParams() params {
+	return params{
+		MicroRuns: 5, MacroRuns: 3,
+		DecodeDeltas: 1000,
+		E2EDeltas:    1000, E2EStreams: 10,
+		ConcSizes: []int{1000, 10000}, ConcDeltas: []int{200, 50}, ConcFlush: 10,
+		FanStep: 2 * time.Millisecond, FanStreams: 20,
+		RLRequests: 2000, RLConc: 64, RLRequestsPerWindow: 500, RLTokensPerWindow: 30000, RLCompletion: 16, RLWindow: time.Second,
+		BatchRequests: 10000, BatchConc: 256,
+		Soak: soak.Config{Duration: 45 * time.Second, Streams: 2000, FaultRate: 0.05},
+	}
+}
+
+func quickParams() params {
+	p := fullParams()
+	p.MicroRuns, p.MacroRuns = 3, 1
+	p.DecodeDeltas = 300
+	p.E2EStreams = 3
+	p.ConcSizes, p.ConcDeltas = []int{100, 1000}, []int{100, 50}
+	p.FanStreams = 5
+	p.RLRequests, p.RLRequestsPerWindow, p.RLTokensPerWindow, p.RLWindow = 600, 200, 12000, 500*time.Millisecond
+	p.BatchRequests = 2000
+	p.Soak = soak.Config{Duration: 10 * time.Second, Streams: 300, FaultRate: 0.05}
+	return p
+}
+
+// Row is one client's medians in one scenario (and group: a format, a
+// stream count).
+type Row struct {
+	Scenario string             `json:"scenario"`
+	Group    string             `json:"group"`
+	Client   string             `json:"client"`
+	Format   corpus.Format      `json:"format"`
+	Values   map[string]float64 `json:"values"`
+	Runs     int                `json:"runs"`
+	Err      string             `json:"err,omitempty"`
+	Notes    []string           `json:"notes,omitempty"`
+}
+
+// Spec is the row's client and format.
+func (r Row) Spec() clients.Spec { return clients.Spec{Name: r.Client, Format: r.Format} }
+
+type runner struct {
+	p       params
+	srv     *server.Server
+	self    string
+	rows    []Row
+	timing  map[string]time.Duration
+	log     *os.File
+	machine sysinfo.Machine
+	quick   bool
+	total   time.Duration
+	clients []string  // labels to run; all when empty
+	date    time.Time // when the measurements ended
+}
+
+// dump is everything a report is made of, written with -json and read
+// back with -from to render the report again without measuring.
+type dump struct {
+	Params  params                   `json:"params"`
+	Quick   bool                     `json:"quick"`
+	Total   time.Duration            `json:"total"`
+	Timing  map[string]time.Duration `json:"timing"`
+	Machine sysinfo.Machine          `json:"machine"`
+	Date    time.Time                `json:"date"`
+	Rows    []Row                    `json:"rows"`
+	Soak    *soak.Report             `json:"soak,omitempty"`
+}
+
+func main() {
+	child := flag.String("child", "", "internal: run one job (JSON) and print its result")
+	soakChild := flag.String("soak-child", "", "internal: run the soak (JSON config) and print its report")
+	out := flag.String("out", "RESULTS.md", "report to write")
+	pngOut := flag.String("png", "ratios.png", "chart to write (next to -out when relative)")
+	jsonOut := flag.String("json", "", "also write the raw rows as JSON here")
+	quick := flag.Bool("quick", false, "small sizes for a smoke run")
+	only := flag.String("only", "", "comma-separated scenarios to run (default all)")
+	soakDur := flag.Duration("soak", -1, "soak duration (0 skips the soak; default 45s, 10s with -quick)")
+	from := flag.String("from", "", "render the report from a -json dump instead of measuring")
+	runs := flag.Int("runs", 0, "runs per macro figure (default 3, 1 with -quick)")
+	only2 := flag.String("clients", "", "comma-separated client labels to run, e.g. 'chorus,genai (gemini)' (default all)")
+	flag.Parse()
+
+	if *child != "" {
+		runChild(*child)
+		return
+	}
+	if *soakChild != "" {
+		runSoakChild(*soakChild)
+		return
+	}
+	if soak.MaybeServe() {
+		return
+	}
+	if *from != "" {
+		b, err := os.ReadFile(*from)
+		if err != nil {
+			fatal(err)
+		}
+		var d dump
+		if err := json.Unmarshal(b, &d); err != nil {
+			fatal(err)
+		}
+		r := &runner{p: d.Params, rows: d.Rows, timing: d.Timing, machine: d.Machine, quick: d.Quick, total: d.Total, date: d.Date, log: os.Stderr}
+		r.write(*out, *pngOut, d.Soak)
+		return
+	}
+	p := fullParams()
+	if *quick {
+		p = quickParams()
+	}
+	if *runs > 0 {
+		p.MacroRuns = *runs
+	}
+	if *soakDur >= 0 {
+		p.Soak.Duration = *soakDur
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fatal(err)
+	}
+	srv, err := server.Start()
+	if err != nil {
+		fatal(err)
+	}
+	defer srv.Close()
+	r := &runner{p: p, srv: srv, self: self, timing: map[string]time.Duration{}, log: os.Stderr, machine: sysinfo.ReadMachine(), quick: *quick}
+	if *only2 != "" {
+		r.clients = strings.Split(*only2, ",")
+	}
+	want := func(s string) bool {
+		return *only == "" || slices.Contains(strings.Split(*only, ","), s)
+	}
+	start := time.Now()
+	steps := []struct {
+		name string
+		fn   func()
+	}{
+		{"decode", r.decode}, {"e2e", r.endToEnd}, {"concurrent", r.concurrent},
+		{"fanout", r.fanout}, {"ratelimit", r.rateLimit}, {"batch", r.batch},
+	}
+	for _, s := range steps {
+		if want(s.name) {
+			t0 := time.Now()
+			s.fn()
+			r.timing[s.name] = time.Since(t0)
+			r.logf("== %s done in %s", s.name, r.timing[s.name].Round(time.Second))
+		}
+	}
+	var soakRep *soak.Report
+	if p.Soak.Duration > 0 && (*only == "" || want("soak")) {
+		t0 := time.Now()
+		r.logf("== soak: %s, %d streams in flight, fault rate %.2f", p.Soak.Duration, p.Soak.Streams, p.Soak.FaultRate)
+		soakRep = r.soak()
+		r.timing["soak"] = time.Since(t0)
+	}
+	r.total = time.Since(start)
+	r.date = time.Now()
+	if *jsonOut != "" {
+		b, _ := json.MarshalIndent(dump{Params: r.p, Quick: r.quick, Total: r.total, Timing: r.timing, Machine: r.machine, Date: r.date, Rows: r.rows, Soak: soakRep}, "", "  ")
+		if err := os.WriteFile(*jsonOut, b, 0o644); err != nil {
+			fatal(err)
+		}
+	}
+	r.write(*out, *pngOut, soakRep)
+}
+
+// write renders RESULTS.md (with the soak section) and the chart.
+func (r *runner) write(out, pngOut string, soakRep *soak.Report) {
+	pngPath := pngOut
+	if !filepath.IsAbs(pngPath) {
+		pngPath = filepath.Join(filepath.Dir(out), pngPath)
+	}
+	md := r.report(filepath.Base(pngPath))
+	if soakRep != nil {
+		md += soakRep.Markdown()
+	}
+	if err := os.WriteFile(out, []byte(md), 0o644); err != nil {
+		fatal(err)
+	}
+	if err := r.chart(pngPath); err != nil {
+		fatal(err)
+	}
+	r.logf("wrote %s and %s (run took %s)", out, pngPath, r.total.Round(time.Second))
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "benchrun:", err)
+	os.Exit(1)
+}
+
+func (r *runner) logf(format string, args ...any) {
+	fmt.Fprintf(r.log, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+func runChild(spec string) {
+	var job scenario.Job
+	if err := json.Unmarshal([]byte(spec), &job); err != nil {
+		fatal(err)
+	}
+	res := scenario.Run(job)
+	os.Stdout.Write(append(res.Encode(), '\n'))
+}
+
+func runSoakChild(spec string) {
+	var cfg soak.Config
+	if err := json.Unmarshal([]byte(spec), &cfg); err != nil {
+		fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fatal(err)
+	}
+	rep, err := soak.Run(context.Background(), cfg, self)
+	if rep == nil {
+		rep = &soak.Report{Config: cfg}
+	}
+	if err != nil {
+		rep.Err = err.Error()
+	}
+	b, _ := json.Marshal(rep)
+	os.Stdout.Write(append(b, '\n'))
+}
+
+// soak runs the soak in a fresh child process (its own heap and
+// goroutines, nothing of the benchmarks' server), which starts the soak's
+// server in another.
+func (r *runner) soak() *soak.Report {
+	b, _ := json.Marshal(r.p.Soak)
+	ctx, cancel := context.WithTimeout(context.Background(), r.p.Soak.Duration+3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, r.self, "-soak-child", string(b))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var rep soak.Report
+	if jerr := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &rep); jerr != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if len(msg) > 300 {
+			msg = msg[len(msg)-300:]
+		}
+		r.logf("soak failed: %v %v: %s", err, jerr, msg)
+		return &soak.Report{Config: r.p.Soak, Err: fmt.Sprintf("soak process: %v: %s", err, msg)}
+	}
+	r.logf("soak: %d calls, %d completed; returned to start level: %v", rep.Started, rep.Completed, rep.Returned)
+	return &rep
+}
+
+// spawn runs job in a fresh child process.
+func (r *runner) spawn(job scenario.Job) scenario.Result {
+	if job.Timeout == 0 {
+		job.Timeout = 3 * time.Minute
+	}
+	b, _ := json.Marshal(job)
+	ctx, cancel := context.WithTimeout(context.Background(), job.Timeout+30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, r.self, "-child", string(b))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var res scenario.Result
+	lines := bytes.Split(bytes.TrimSpace(stdout.Bytes()), []byte("\n"))
+	if jerr := json.Unmarshal(lines[len(lines)-1], &res); jerr != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if len(msg) > 300 {
+			msg = msg[len(msg)-300:]
+		}
+		if err == nil {
+			err = jerr
+		}
+		res.Err = fmt.Sprintf("child process: %v: %s", err, msg)
+	}
+	return res
+}
+
+// measure runs job runs times (a fresh child each time) and keeps the
+// median of every value; a run that fails makes the row fail.
+func (r *runner) measure(scn, group string, job scenario.Job, runs int, before func(), after func(*scenario.Result)) Row {
+	row := Row{Scenario: scn, Group: group, Client: job.Client, Format: job.Format, Values: map[string]float64{}}
+	if len(r.clients) > 0 && !slices.Contains(r.clients, row.Spec().Label()) {
+		return row
+	}
+	samples := map[string][]float64{}
+	for i := range runs {
+		if before != nil {
+			before()
+		}
+		t0 := time.Now()
+		res := r.spawn(job)
+		if after != nil {
+			after(&res)
+		}
+		r.logf("[%s %s] %s run %d/%d: %s %s", scn, group, clients.Spec{Name: job.Client, Format: job.Format}, i+1, runs, time.Since(t0).Round(10*time.Millisecond), short(res))
+		if res.Err != "" {
+			row.Err = res.Err
+			row.Notes = append(row.Notes, res.Notes...)
+			break
+		}
+		row.Runs++
+		for k, v := range res.Values {
+			samples[k] = append(samples[k], v)
+		}
+		if i == 0 {
+			row.Notes = append(row.Notes, res.Notes...) // the first run's notes speak for all
+		}
+	}
+	for k, s := range samples {
+		row.Values[k] = scenario.Median(s)
+	}
+	r.rows = append(r.rows, row)
+	return row
+}
+
+func short(res scenario.Result) string {
+	if res.Err != "" {
+		return "ERROR " + res.Err
+	}
+	keys := make([]string, 0, len(res.Values))
+	for k := range res.Values {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		if k == "max_rss" {
+			continue
+		}
+		fmt.Fprintf(&b, "%s=%.4g ", k, res.Values[k])
+	}
+	return b.String()
+}
+
+// streamClients are the clients of the per-format scenarios, in report
+// order.
+func streamClients(f corpus.Format) []string {
+	var out []string
+	for _, n := range []string{"floor-bare", "floor-extract", "chorus-cb", "chorus", "chorus-runtime"} {
+		out = append(out, n)
+	}
+	for _, n := range clients.Peers {
+		if clients.Supports(n, f) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (r *runner) decode() {
+	for _, f := range corpus.Formats {
+		for _, c := range streamClients(f) {
+			r.measure("decode", string(f), scenario.Job{Scenario: "decode", Client: c, Format: f, Deltas: r.p.DecodeDeltas, Repeats: r.p.MicroRuns}, 1, nil, nil)
+		}
+	}
+}
+
+func (r *runner) endToEnd() {
+	r.srv.SetMode(server.Mode{Deltas: r.p.E2EDeltas, FlushEvery: 1})
+	for _, f := range corpus.Formats {
+		for _, c := range streamClients(f) {
+			if c == "chorus-cb" {
+				continue
+			}
+			r.measure("e2e", string(f), scenario.Job{Scenario: "e2e", Client: c, Format: f, BaseURL: r.srv.URL, Deltas: r.p.E2EDeltas, Streams: r.p.E2EStreams, Repeats: r.p.MacroRuns}, 1, nil, nil)
+		}
+	}
+}
+
+// crossClients are the clients of the cross-format scenarios: every
+// OpenAI-format client, then each other format's peer next to Chorus on
+// the same format.
+func crossClients(withFloors bool) []clients.Spec {
+	var out []clients.Spec
+	if withFloors {
+		out = append(out, clients.Spec{Name: "floor-bare", Format: corpus.OpenAI}, clients.Spec{Name: "floor-extract", Format: corpus.OpenAI})
+	}
+	out = append(out, clients.Spec{Name: "chorus", Format: corpus.OpenAI}, clients.Spec{Name: "chorus-runtime", Format: corpus.OpenAI})
+	for _, n := range []string{"openai-go", "go-openai", "langchaingo", "eino"} {
+		out = append(out, clients.Spec{Name: n, Format: corpus.OpenAI})
+	}
+	out = append(out,
+		clients.Spec{Name: "chorus", Format: corpus.Anthropic}, clients.Spec{Name: "anthropic-sdk", Format: corpus.Anthropic},
+		clients.Spec{Name: "chorus", Format: corpus.Gemini}, clients.Spec{Name: "genai", Format: corpus.Gemini})
+	return out
+}
+
+func (r *runner) concurrent() {
+	for i, n := range r.p.ConcSizes {
+		group := fmt.Sprintf("%d streams", n)
+		d := r.p.ConcDeltas[i]
+		for _, s := range crossClients(true) {
+			job := scenario.Job{Scenario: "concurrent", Client: s.Name, Format: s.Format, BaseURL: r.srv.URL, Deltas: d, Streams: n, Timeout: 4 * time.Minute}
+			r.measure("concurrent", group, job, r.p.MacroRuns, func() {
+				r.srv.SetMode(server.Mode{Deltas: d, FlushEvery: r.p.ConcFlush})
+			}, nil)
+		}
+	}
+}
+
+func (r *runner) fanout() {
+	r.srv.SetMode(server.Mode{Deltas: 20, FlushEvery: 1, FanStep: r.p.FanStep})
+	var specs []scenario.Job
+	specs = append(specs,
+		scenario.Job{Client: "chorus-runtime", Format: corpus.OpenAI},
+		scenario.Job{Client: "chorus-runtime", Format: corpus.OpenAI, Mixed: true},
+		scenario.Job{Client: "floor-extract", Format: corpus.OpenAI},
+		scenario.Job{Client: "chorus", Format: corpus.OpenAI},
+	)
+	for _, s := range crossClients(false)[2:] {
+		if clients.Kind(s.Name) == "peer" {
+			specs = append(specs, scenario.Job{Client: s.Name, Format: s.Format})
+		}
+	}
+	for _, j := range specs {
+		j.Scenario, j.BaseURL, j.Streams, j.Repeats = "fanout", r.srv.URL, r.p.FanStreams, r.p.MacroRuns
+		group := "5 models"
+		row := r.measure("fanout", group, j, 1, nil, nil)
+		if j.Mixed {
+			r.rows[len(r.rows)-1].Group = "5 models, 3 formats"
+			_ = row
+		}
+	}
+}
+
+// rlMinimum is the theoretical minimum wall time of the rate-limited run:
+// the windows needed to admit every request, the last one started.
+func (r *runner) rlMinimum(cost float64) (perWindow int, windows int, min time.Duration) {
+	perWindow = r.p.RLRequestsPerWindow
+	if cost > 0 {
+		perWindow = int(math.Min(float64(perWindow), math.Floor(float64(r.p.RLTokensPerWindow)/cost)))
+	}
+	perWindow = max(perWindow, 1)
+	windows = (r.p.RLRequests + perWindow - 1) / perWindow
+	return perWindow, windows, time.Duration(windows-1) * r.p.RLWindow
+}
+
+func (r *runner) rateLimit() {
+	specs := []clients.Spec{
+		{Name: "chorus-runtime", Format: corpus.OpenAI}, {Name: "chorus", Format: corpus.OpenAI},
+		{Name: "openai-go", Format: corpus.OpenAI}, {Name: "go-openai", Format: corpus.OpenAI},
+		{Name: "langchaingo", Format: corpus.OpenAI}, {Name: "eino", Format: corpus.OpenAI},
+		{Name: "chorus-runtime", Format: corpus.Anthropic}, {Name: "anthropic-sdk", Format: corpus.Anthropic},
+		{Name: "chorus-runtime", Format: corpus.Gemini}, {Name: "genai", Format: corpus.Gemini},
+	}
+	mode := server.Mode{RateLimit: server.RateLimit{Requests: r.p.RLRequestsPerWindow, Tokens: r.p.RLTokensPerWindow, Completion: r.p.RLCompletion, Window: r.p.RLWindow}}
+	for _, s := range specs {
+		job := scenario.Job{Scenario: "ratelimit", Client: s.Name, Format: s.Format, BaseURL: r.srv.URL, Requests: r.p.RLRequests, Concurrency: r.p.RLConc, MaxTokens: r.p.RLCompletion, Timeout: 2 * time.Minute}
+		r.measure("ratelimit", fmt.Sprintf("%d requests", r.p.RLRequests), job, r.p.MacroRuns, func() { r.srv.SetMode(mode) }, func(res *scenario.Result) {
+			st := r.srv.Stats()
+			if res.Values == nil {
+				res.Values = map[string]float64{}
+			}
+			pw, w, min := r.rlMinimum(st.TokenCost)
+			res.Values["limited"] = float64(st.Limited)
+			res.Values["limited_after_first"] = float64(st.LimitedAfterFirst)
+			res.Values["token_cost"] = st.TokenCost
+			res.Values["per_window"] = float64(pw)
+			res.Values["windows"] = float64(w)
+			res.Values["min_s"] = min.Seconds()
+			if !st.LastAdmitted.IsZero() {
+				res.Values["server_span_s"] = st.LastAdmitted.Sub(st.First).Seconds()
+			}
+			if min > 0 {
+				res.Values["ratio"] = res.Values["wall_s"] / min.Seconds()
+			}
+		})
+	}
+}
+
+func (r *runner) batch() {
+	r.srv.SetMode(server.Mode{})
+	for _, s := range crossClients(true) {
+		if s.Name == "floor-bare" {
+			continue
+		}
+		job := scenario.Job{Scenario: "batch", Client: s.Name, Format: s.Format, BaseURL: r.srv.URL, Requests: r.p.BatchRequests, Concurrency: r.p.BatchConc}
+		r.measure("batch", fmt.Sprintf("%d requests at %d", r.p.BatchRequests, r.p.BatchConc), job, r.p.MacroRuns, nil, nil)
+	}
+}
+
+// errNoRow marks a missing measurement.
+var errNoRow = errors.New("not measured")
+
+func (r *runner) find(scn, group, client string, f corpus.Format) (Row, error) {
+	for _, row := range r.rows {
+		if row.Scenario == scn && row.Group == group && row.Client == client && row.Format == f {
+			return row, nil
+		}
+	}
+	return Row{}, errNoRow
+}

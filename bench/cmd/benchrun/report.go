@@ -1,0 +1,660 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/chorusrt/chorus/bench/internal/clients"
+	"github.com/chorusrt/chorus/bench/internal/corpus"
+	"github.com/chorusrt/chorus/bench/internal/report"
+	"github.com/chorusrt/chorus/bench/internal/sysinfo"
+)
+
+// metric is one column of a scenario table.
+type metric struct {
+	key    string
+	header string
+	format func(float64) string
+	// higher is better (throughput) rather than lower (cost).
+	higher bool
+}
+
+func f0(v float64) string { return fmt.Sprintf("%.0f", v) }
+func f1(v float64) string { return fmt.Sprintf("%.1f", v) }
+func f2(v float64) string { return fmt.Sprintf("%.2f", v) }
+func g3(v float64) string {
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.2f", v)
+	}
+}
+func kib(v float64) string { return fmt.Sprintf("%.1f", v/1024) }
+func mib(v float64) string { return fmt.Sprintf("%.0f", v/(1<<20)) }
+func si(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%.2fM", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%.1fk", v/1e3)
+	default:
+		return fmt.Sprintf("%.0f", v)
+	}
+}
+
+// ratio formats a ratio for a table cell.
+func ratio(v float64) string {
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0) || v <= 0:
+		return "—"
+	case v >= 100:
+		return fmt.Sprintf("%.0f×", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f×", v)
+	default:
+		return fmt.Sprintf("%.2f×", v)
+	}
+}
+
+// advantage is how many times better Chorus's value c is than other's o
+// (>1: Chorus better).
+func advantage(m metric, c, o float64) float64 {
+	if c <= 0 || o <= 0 {
+		return math.NaN()
+	}
+	if m.higher {
+		return c / o
+	}
+	return o / c
+}
+
+func (r *runner) rowsOf(scn, group string) []Row {
+	var out []Row
+	for _, row := range r.rows {
+		if row.Scenario == scn && row.Group == group {
+			out = append(out, row)
+		}
+	}
+	return out
+}
+
+func (r *runner) groups(scn string) []string {
+	var out []string
+	for _, row := range r.rows {
+		if row.Scenario == scn && !slices.Contains(out, row.Group) {
+			out = append(out, row.Group)
+		}
+	}
+	return out
+}
+
+// chorusRef is the Chorus row a client is compared with: plain Chorus on
+// the same format.
+func chorusRef(rows []Row, f corpus.Format, name string) (Row, bool) {
+	for _, row := range rows {
+		if row.Client == name && row.Format == f && row.Err == "" {
+			return row, true
+		}
+	}
+	return Row{}, false
+}
+
+func cellOr(row Row, m metric) string {
+	if row.Err != "" {
+		return "—"
+	}
+	v, ok := row.Values[m.key]
+	if !ok {
+		return "—"
+	}
+	return m.format(v)
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	s = strings.ReplaceAll(s, "|", "/")
+	if len(s) > 160 {
+		s = s[:160] + "…"
+	}
+	return s
+}
+
+// table writes one scenario group: a row per client with every metric,
+// then the main metric against the floor and against plain Chorus on the
+// same format, then a note column for errors.
+func table(b *strings.Builder, rows []Row, ms []metric, main metric, floorName string, chorusName string) {
+	b.WriteString("| client |")
+	for _, m := range ms {
+		b.WriteString(" " + m.header + " |")
+	}
+	fmt.Fprintf(b, " %s vs %s | %s: Chorus advantage | note |\n|---|", main.header, floorName, main.header)
+	for range ms {
+		b.WriteString("---:|")
+	}
+	b.WriteString("---:|---:|---|\n")
+	for _, row := range rows {
+		fmt.Fprintf(b, "| %s |", label(row))
+		for _, m := range ms {
+			b.WriteString(" " + cellOr(row, m) + " |")
+		}
+		floorCell, advCell := "—", "—"
+		if row.Err == "" {
+			if fl, ok := chorusRef(rows, row.Format, floorName); ok {
+				v, fv := row.Values[main.key], fl.Values[main.key]
+				if main.higher {
+					floorCell = ratio(fv/v) + " slower"
+				} else {
+					floorCell = ratio(v / fv)
+				}
+			}
+			if ch, ok := chorusRef(rows, row.Format, chorusName); ok {
+				if row.Client == chorusName {
+					advCell = "1× (reference)"
+				} else {
+					advCell = ratio(advantage(main, ch.Values[main.key], row.Values[main.key]))
+				}
+			}
+		}
+		note := ""
+		if row.Err != "" {
+			note = "could not run: " + oneLine(row.Err)
+		} else if len(row.Notes) > 0 {
+			note = oneLine(strings.Join(row.Notes, "; "))
+		}
+		fmt.Fprintf(b, " %s | %s | %s |\n", floorCell, advCell, note)
+	}
+}
+
+// matrix writes, for every metric, each Chorus row against the floors and
+// each peer: how many times better Chorus is (>1) or worse (<1).
+func matrix(b *strings.Builder, rows []Row, ms []metric, chorusRows []string) {
+	var cols []Row
+	for _, row := range rows {
+		if clients.Kind(row.Client) != "chorus" {
+			cols = append(cols, row)
+		}
+	}
+	if len(cols) == 0 {
+		return
+	}
+	b.WriteString("\nChorus against the floors and each peer (each cell: how many times better Chorus is; below 1, the other is better; across formats only the same metric is compared):\n\n| Chorus row | metric |")
+	for _, c := range cols {
+		b.WriteString(" " + label(c) + " |")
+	}
+	b.WriteString("\n|---|---|")
+	for range cols {
+		b.WriteString("---:|")
+	}
+	b.WriteString("\n")
+	for _, cr := range rows {
+		if !slices.Contains(chorusRows, cr.Client) || cr.Err != "" {
+			continue
+		}
+		for _, m := range ms {
+			fmt.Fprintf(b, "| %s | %s |", label(cr), m.header)
+			for _, c := range cols {
+				cell := "—"
+				if c.Err != "" {
+					cell = "n/a (could not run)"
+				} else if v, ok := c.Values[m.key]; ok {
+					cell = ratio(advantage(m, cr.Values[m.key], v))
+				}
+				b.WriteString(" " + cell + " |")
+			}
+			b.WriteString("\n")
+		}
+	}
+}
+
+func label(row Row) string { return row.Spec().Label() }
+
+func (r *runner) report(pngName string) string {
+	quick, total := r.quick, r.total
+	var b strings.Builder
+	m := r.machine
+	mods := sysinfo.Modules()
+	b.WriteString("# Chorus benchmark results\n\n")
+	fmt.Fprintf(&b, "Generated by `make bench` (`cd bench && go run ./cmd/benchrun -out RESULTS.md`) on %s; the whole run took %s", r.date.UTC().Format("2006-01-02 15:04 UTC"), total.Round(time.Second))
+	var parts []string
+	for _, s := range []string{"decode", "e2e", "concurrent", "fanout", "ratelimit", "batch", "soak"} {
+		if d, ok := r.timing[s]; ok {
+			parts = append(parts, fmt.Sprintf("%s %s", s, d.Round(time.Second)))
+		}
+	}
+	fmt.Fprintf(&b, " (%s). Chart: [%s](%s), each client's cost relative to plain Chorus on the same format (anthropic-sdk against `chorus (anthropic)`, genai against `chorus (gemini)`).\n\n", strings.Join(parts, ", "), pngName, pngName)
+	if quick {
+		b.WriteString("> **Smoke run (-quick):** sizes are scaled far down and each macro figure is a single run; do not quote these numbers.\n\n")
+	}
+	b.WriteString("## Machine\n\n| CPU | cores | memory | OS | Go | load average at start |\n|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| %s | %d | %s | %s | %s %s/%s | %s |\n\n", m.CPUModel, m.Cores, m.MemTotal, m.Kernel, m.GoVer, m.GOOS, m.GOARCH, m.Load)
+	b.WriteString("Everything runs on this one machine: the loopback server in the benchrun process, each measurement in a fresh child process (so CPU time from getrusage, peak RSS and heap are the client's own), both sharing the same cores.\n\n")
+
+	b.WriteString("## Versions\n\n| client | module | version |\n|---|---|---|\n")
+	b.WriteString("| chorus, chorus-cb, chorus-runtime | github.com/chorusrt/chorus | this checkout (replace => ../) |\n")
+	pm := clients.PeerModules()
+	for _, p := range clients.Peers {
+		v := mods[pm[p]]
+		if p == "eino" {
+			fmt.Fprintf(&b, "| eino | github.com/cloudwego/eino + %s | %s + %s |\n", pm[p], mods["github.com/cloudwego/eino"], v)
+			continue
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", p, pm[p], v)
+	}
+	b.WriteString("\nPeers are the newest versions the Go module proxy served when bench/go.mod was last updated (`go get -u` inside bench/ refreshes them; the root go.mod never sees them). anthropic-sdk-go is its /v2 module, the current major version. eino's OpenAI model needed github.com/bytedance/sonic raised to v1.15.5 to build on Go 1.26.\n\n")
+
+	b.WriteString("## How to read this\n\n")
+	b.WriteString("- **Floors** are the physical limit: `floor-bare` is net/http plus a bufio line loop that only frames SSE events; `floor-extract` is the same loop finding each delta's text with `bytes.Index` and unescaping it, without allocating. Nothing that decodes a stream can be cheaper.\n")
+	b.WriteString("- **Chorus** rows: `chorus` is a plain `providers.Client` streaming through its channel (`Stream`, ranging over `Events()`), `chorus-cb` the same client's callback face (`StreamTo`, no channel, no extra goroutine), `chorus-runtime` the runtime (`runtime.New`, `rt.Stream`/`rt.Chat`: credential actor admission, pacing and the report after each call). Chorus always builds the whole `ChatResult` as it decodes.\n")
+	b.WriteString("- **Peers** read the delta's text from their own chunk type, the cheapest idiomatic way, without their optional accumulators. Every client, Chorus included, uses the same `*http.Client` (same transport, pools sized for the run) and keeps its library's default retry policy.\n")
+	b.WriteString("- A format suffix, `(anthropic)` or `(gemini)`, says the client spoke that format; without one it spoke OpenAI Chat Completions. Every client of a format reads byte-identical responses, built once from the shapes of real recorded exchanges (OpenAI chunks with obfuscation padding, Anthropic events with padded data lines and a ping, Gemini events with usage metadata in every event).\n")
+	b.WriteString("- **Chorus advantage** is how many times better Chorus is than the row (cost of the row ÷ cost of Chorus; for throughput, Chorus ÷ row), against plain `chorus` on the same format. `vs floor-extract` is the row's cost over the floor's.\n")
+	fmt.Fprintf(&b, "- Scenario 1 figures are the median of %d repeats; scenarios 2 and 4 the median of %d repeats in one child process; scenarios 3, 5 and 6 the median of %d runs, each in a fresh child process. The load average above says how quiet the machine was: on a busy machine every figure is slower, the ratios less so.\n\n", r.p.MicroRuns, r.p.MacroRuns, r.p.MacroRuns)
+
+	r.targets(&b)
+	r.section1(&b)
+	r.section2(&b)
+	r.section3(&b)
+	r.section4(&b)
+	r.section5(&b)
+	r.section6(&b)
+	return b.String()
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "**met**"
+	}
+	return "**missed**"
+}
+
+func (r *runner) targets(b *strings.Builder) {
+	b.WriteString("## Targets\n\n| target | measured | verdict |\n|---|---|---|\n")
+	for _, f := range corpus.Formats {
+		cb, err1 := r.find("decode", string(f), "chorus-cb", f)
+		fl, err2 := r.find("decode", string(f), "floor-extract", f)
+		if err1 != nil || err2 != nil || cb.Err != "" || fl.Err != "" {
+			fmt.Fprintf(b, "| decode within 2× the field-extraction floor (%s) | not measured | — |\n", f)
+			continue
+		}
+		x := cb.Values["cpu_ns_per_delta"] / fl.Values["cpu_ns_per_delta"]
+		v := verdict(x <= 2)
+		if x > 2 {
+			v += fmt.Sprintf(" by %.0f%% (%.2f× instead of 2×)", (x/2-1)*100, x)
+		}
+		fmt.Fprintf(b, "| decode within 2× the field-extraction floor (%s, `StreamTo`, CPU time) | %.0f ns vs %.0f ns CPU per delta: %.2f× | %s |\n", f, cb.Values["cpu_ns_per_delta"], fl.Values["cpu_ns_per_delta"], x, v)
+		a := cb.Values["allocs_per_delta"]
+		v = verdict(a <= 2)
+		if a > 2 {
+			v += fmt.Sprintf(" by %.2f allocations", a-2)
+		}
+		fmt.Fprintf(b, "| at most 2 allocations per delta (%s, `StreamTo`) | %.2f allocs, %.0f B per delta | %s |\n", f, a, cb.Values["bytes_per_delta"], v)
+	}
+	// CPU per delta against openai-go: scenario 3 at the largest size, and
+	// scenario 1 from memory.
+	for _, n := range r.p.ConcSizes {
+		g := fmt.Sprintf("%d streams", n)
+		og, e1 := r.find("concurrent", g, "openai-go", corpus.OpenAI)
+		for _, cn := range []string{"chorus", "chorus-runtime"} {
+			ch, e2 := r.find("concurrent", g, cn, corpus.OpenAI)
+			if e1 != nil || e2 != nil || og.Err != "" || ch.Err != "" {
+				fmt.Fprintf(b, "| ≥10× less CPU per delta than openai-go (%s, %s) | not measured | — |\n", cn, g)
+				continue
+			}
+			x := og.Values["cpu_s_per_1m_deltas"] / ch.Values["cpu_s_per_1m_deltas"]
+			v := verdict(x >= 10)
+			if x < 10 {
+				v += fmt.Sprintf(" by %.0f%% (%.1f× instead of 10×)", (1-x/10)*100, x)
+			}
+			fmt.Fprintf(b, "| ≥10× less CPU per delta than openai-go (`%s`, %s over loopback, connections and requests included) | %.2f s vs %.2f s per 1M deltas: %.1f× less | %s |\n", cn, g, ch.Values["cpu_s_per_1m_deltas"], og.Values["cpu_s_per_1m_deltas"], x, v)
+		}
+	}
+	if og, err := r.find("decode", "openai", "openai-go", corpus.OpenAI); err == nil && og.Err == "" {
+		if ch, err := r.find("decode", "openai", "chorus", corpus.OpenAI); err == nil && ch.Err == "" {
+			x := og.Values["cpu_ns_per_delta"] / ch.Values["cpu_ns_per_delta"]
+			v := verdict(x >= 10)
+			if x < 10 {
+				v += fmt.Sprintf(" by %.0f%% (%.1f×)", (1-x/10)*100, x)
+			}
+			fmt.Fprintf(b, "| ≥10× less CPU per delta than openai-go (`chorus`, decoding from memory) | %.0f ns vs %.0f ns CPU per delta: %.1f× less | %s |\n", ch.Values["cpu_ns_per_delta"], og.Values["cpu_ns_per_delta"], x, v)
+		}
+	}
+	if len(r.p.ConcSizes) > 0 {
+		n := r.p.ConcSizes[len(r.p.ConcSizes)-1]
+		g := fmt.Sprintf("%d streams", n)
+		for _, cn := range []string{"chorus", "chorus-runtime"} {
+			ch, err := r.find("concurrent", g, cn, corpus.OpenAI)
+			if err != nil {
+				continue
+			}
+			if ch.Err != "" {
+				fmt.Fprintf(b, "| %d concurrent streams on %d cores, under 32 KiB heap per in-flight stream (`%s`) | could not run: %s | **missed** |\n", n, r.machine.Cores, cn, oneLine(ch.Err))
+				continue
+			}
+			h := ch.Values["heap_per_stream"] / 1024
+			v := verdict(h < 32 && ch.Values["inflight"] >= float64(n))
+			if h >= 32 {
+				v += fmt.Sprintf(" by %.1f KiB (%.0f%%)", h-32, (h/32-1)*100)
+			}
+			fmt.Fprintf(b, "| %d concurrent streams on %d cores, under 32 KiB heap per in-flight stream (`%s`) | %.0f in flight at once; %.1f KiB heap (+%.1f KiB goroutine stacks) per stream; %s deltas/s | %s |\n",
+				n, r.machine.Cores, cn, ch.Values["inflight"], h, ch.Values["stack_per_stream"]/1024, si(ch.Values["deltas_per_s"]), v)
+		}
+	}
+	for _, f := range corpus.Formats {
+		row, err := r.find("ratelimit", fmt.Sprintf("%d requests", r.p.RLRequests), "chorus-runtime", f)
+		if err != nil {
+			continue
+		}
+		if row.Err != "" {
+			fmt.Fprintf(b, "| rate limits (%s): zero 429s after the first window, within 10%% of the theoretical minimum | could not run: %s | **missed** |\n", f, oneLine(row.Err))
+			continue
+		}
+		after, x := row.Values["limited_after_first"], row.Values["ratio"]
+		done := row.Values["ok"] >= float64(r.p.RLRequests)
+		v := verdict(after == 0 && x <= 1.10 && done)
+		var why []string
+		if after > 0 {
+			why = append(why, fmt.Sprintf("%.0f 429s after the first window", after))
+		}
+		if x > 1.10 {
+			why = append(why, fmt.Sprintf("%.0f%% over the minimum instead of 10%%", (x-1)*100))
+		}
+		if !done {
+			why = append(why, fmt.Sprintf("%.0f of %d requests failed", float64(r.p.RLRequests)-row.Values["ok"], r.p.RLRequests))
+		}
+		if len(why) > 0 {
+			v += ": " + strings.Join(why, ", ")
+		}
+		note := ""
+		if f == corpus.Gemini {
+			note = " Gemini sends no rate-limit headers: only its 429s tell the limit."
+		}
+		fmt.Fprintf(b, "| rate limits (`chorus-runtime`, %s): zero 429s after the first window, within 10%% of the theoretical minimum | %.0f 429s in all, %.0f after the first window; %.2f s vs %.2f s minimum (%.2f×).%s | %s |\n",
+			f, row.Values["limited"], after, row.Values["wall_s"], row.Values["min_s"], x, note, v)
+	}
+	b.WriteString("\nThe benchmarks never fail the build: a missed target is reported here, with by how much.\n\n")
+}
+
+var decodeMetrics = []metric{
+	{key: "ns_per_delta", header: "ns/delta", format: f0},
+	{key: "cpu_ns_per_delta", header: "CPU ns/delta", format: f0},
+	{key: "allocs_per_delta", header: "allocs/delta", format: f2},
+	{key: "bytes_per_delta", header: "B/delta", format: f0},
+}
+
+func (r *runner) section1(b *strings.Builder) {
+	if len(r.groups("decode")) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "## 1. Decode cost per streamed delta, from memory\n\nOne stream of %d text deltas, served from memory by an `http.RoundTripper` that returns the pre-encoded body, through each client's whole stack (request building, response handling, framing, decoding, the caller's loop), repeated for about 200 ms per repeat. CPU ns/delta, the process's CPU time, is the cost compared (it is immune to other processes on the machine, and counts every goroutine: Chorus's channel face decodes on one and hands events to another, so its wall time can be lower); ns/delta is wall time. Allocations and bytes per delta include each stream's fixed costs spread over its deltas.\n\n", r.p.DecodeDeltas)
+	for _, g := range r.groups("decode") {
+		fmt.Fprintf(b, "### %s\n\n", formatTitle(g))
+		rows := r.rowsOf("decode", g)
+		table(b, rows, decodeMetrics, decodeMetrics[1], "floor-extract", "chorus")
+		matrix(b, rows, decodeMetrics[:3], []string{"chorus-cb", "chorus"})
+		b.WriteString("\n")
+	}
+}
+
+func formatTitle(g string) string {
+	switch g {
+	case "openai":
+		return "OpenAI Chat Completions chunks"
+	case "anthropic":
+		return "Anthropic Messages events"
+	case "gemini":
+		return "Gemini streamGenerateContent events"
+	}
+	return g
+}
+
+var e2eMetrics = []metric{
+	{key: "us_per_stream", header: "µs/stream", format: f0},
+	{key: "cpu_us_per_stream", header: "client CPU µs/stream", format: f0},
+}
+
+func (r *runner) section2(b *strings.Builder) {
+	if len(r.groups("e2e")) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "## 2. One %d-delta stream over loopback HTTP, end to end\n\nThe server writes and flushes each event on its own, as a provider does; time from the call to the last delta, median of %d streams per run on a warm keep-alive connection, and the client process's CPU time per stream. Server and client share the cores, so wall time includes the server's writes. With every event in its own write, each delta costs the client a wakeup (read syscall, netpoller, scheduler: a few µs even for the floor), which dominates here and varies with how busy the machine is: scenario 1 isolates decoding, this one shows what is left of it end to end.\n\n", r.p.E2EDeltas, r.p.E2EStreams)
+	for _, g := range r.groups("e2e") {
+		fmt.Fprintf(b, "### %s\n\n", formatTitle(g))
+		rows := r.rowsOf("e2e", g)
+		table(b, rows, e2eMetrics, e2eMetrics[0], "floor-extract", "chorus")
+		matrix(b, rows, e2eMetrics, []string{"chorus", "chorus-runtime"})
+		b.WriteString("\n")
+	}
+}
+
+var concMetrics = []metric{
+	{key: "deltas_per_s", header: "deltas/s", format: si, higher: true},
+	{key: "cpu_s_per_1m_deltas", header: "CPU s per 1M deltas", format: f2},
+	{key: "heap_per_stream", header: "heap KiB/stream", format: kib},
+	{key: "stack_per_stream", header: "stack KiB/stream", format: kib},
+	{key: "goroutines_per_stream", header: "goroutines/stream", format: f1},
+	{key: "rss_per_stream", header: "RSS KiB/stream", format: kib},
+	{key: "max_rss", header: "peak RSS MiB", format: mib},
+	{key: "open_s", header: "s to open all", format: f2},
+}
+
+func (r *runner) section3(b *strings.Builder) {
+	if len(r.groups("concurrent")) == 0 {
+		return
+	}
+	var sizes []string
+	for i, n := range r.p.ConcSizes {
+		sizes = append(sizes, fmt.Sprintf("%d streams of %d deltas", n, r.p.ConcDeltas[i]))
+	}
+	fmt.Fprintf(b, "## 3. Concurrent streams\n\nN streams at once (%s), the server flushing every %d events. The server holds every stream after its first delta until all N are in flight; the client process then measures live heap (after a GC), goroutine stacks, goroutines and RSS against its idle state before the run, and opens the gate. Streams are opened at most 512 at a time (a stream counts as opened at its first delta) so that the listen backlog (somaxconn) never drops a connection. Throughput and CPU cover opening and draining, not the measurement pause, so they include each stream's connection and request; CPU is the client process's own. Peak RSS is the child process's whole-life maximum. The deltas per stream are scaled down (real streams run to hundreds of deltas) so that the 10,000-stream runs of the slowest peers fit the 15-minute budget; fewer deltas per stream weigh each stream's fixed costs more in the per-delta CPU, for every client alike.\n\n", strings.Join(sizes, ", "), r.p.ConcFlush)
+	for _, g := range r.groups("concurrent") {
+		fmt.Fprintf(b, "### %s\n\n", g)
+		rows := r.rowsOf("concurrent", g)
+		table(b, rows, concMetrics, concMetrics[1], "floor-extract", "chorus")
+		matrix(b, rows, concMetrics[:3], []string{"chorus", "chorus-runtime"})
+		b.WriteString("\n")
+	}
+}
+
+var fanMetrics = []metric{
+	{key: "single_us", header: "fastest single stream: first event µs", format: f0},
+	{key: "fanout_us", header: "fan-out to 5: first event µs", format: f0},
+	{key: "overhead_us", header: "fan-out overhead µs", format: f0},
+	{key: "ratio", header: "fan-out ÷ single", format: f2},
+}
+
+func (r *runner) section4(b *strings.Builder) {
+	if len(r.groups("fanout")) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "## 4. Fan-out of one prompt to 5 models\n\nFive models answer with first-token latencies of 1 to 5 × %s (the server waits before its headers); each answer is 20 deltas. The fan-out's time to first event is compared with the fastest model streamed alone, the two alternating, median of %d pairs per run. Chorus uses `pipeline.FanOut` over the runtime (merged `Events()`), once with the five models on one OpenAI-format provider and once spread over the three formats; the floor, plain `chorus` and the peers are given the usual hand-written fan-out of a plain client: five goroutines, the first delta wins. Ideal: fan-out ÷ single = 1.\n\n", r.p.FanStep, r.p.FanStreams)
+	for _, g := range r.groups("fanout") {
+		fmt.Fprintf(b, "### %s\n\n", g)
+		rows := r.rowsOf("fanout", g)
+		b.WriteString("| client |")
+		for _, m := range fanMetrics {
+			b.WriteString(" " + m.header + " |")
+		}
+		b.WriteString(" note |\n|---|")
+		for range fanMetrics {
+			b.WriteString("---:|")
+		}
+		b.WriteString("---|\n")
+		for _, row := range rows {
+			fmt.Fprintf(b, "| %s |", fanLabel(row))
+			for _, m := range fanMetrics {
+				b.WriteString(" " + cellOr(row, m) + " |")
+			}
+			note := ""
+			if row.Err != "" {
+				note = "could not run: " + oneLine(row.Err)
+			}
+			fmt.Fprintf(b, " %s |\n", note)
+		}
+		b.WriteString("\n")
+	}
+	// Chorus's overhead against each peer's.
+	var ch Row
+	var ok bool
+	for _, row := range r.rowsOf("fanout", "5 models") {
+		if row.Client == "chorus-runtime" && row.Err == "" {
+			ch, ok = row, true
+		}
+	}
+	if ok {
+		b.WriteString("Chorus (`pipeline.FanOut`, one format) against each hand-written fan-out: fan-out ÷ single of the other ÷ Chorus's (above 1: Chorus's first event comes relatively sooner):\n\n| ")
+		var cells []string
+		for _, row := range r.rowsOf("fanout", "5 models") {
+			if row.Client == "chorus-runtime" {
+				continue
+			}
+			c := "could not run"
+			if row.Err == "" {
+				c = ratio(row.Values["ratio"] / ch.Values["ratio"])
+			}
+			cells = append(cells, label(row)+": "+c)
+		}
+		b.WriteString(strings.Join(cells, " | ") + " |\n|" + strings.Repeat("---|", len(cells)) + "\n\n")
+	}
+}
+
+func fanLabel(row Row) string {
+	switch row.Client {
+	case "chorus-runtime":
+		return "chorus-runtime + pipeline.FanOut"
+	case "floor-extract", "chorus":
+		return label(row) + " (goroutines)"
+	}
+	if clients.Kind(row.Client) == "peer" {
+		return label(row) + " (goroutines)"
+	}
+	return label(row)
+}
+
+func (r *runner) section5(b *strings.Builder) {
+	g := fmt.Sprintf("%d requests", r.p.RLRequests)
+	rows := r.rowsOf("ratelimit", g)
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "## 5. Rate-limited goodput\n\n%d buffered requests from %d workers against a server enforcing %d requests and %d tokens per %s window (fixed windows from the first request; a request costs len(body)/4 + max_tokens %d tokens). Every answer carries the format's real headers: `x-ratelimit-{limit,remaining,reset}-{requests,tokens}` and, on a 429, `retry-after` and `retry-after-ms` for OpenAI; `anthropic-ratelimit-*` (RFC 3339 resets) and `retry-after` in whole seconds for Anthropic; nothing for Gemini, whose 429 body carries `RetryInfo.retryDelay`. The theoretical minimum is (windows needed − 1) × window, with windows needed = ⌈requests ÷ min(requests per window, ⌊tokens per window ÷ the client's request cost⌋)⌉. Each client keeps its default retry behaviour; 429s are counted at the server.\n\n",
+		r.p.RLRequests, r.p.RLConc, r.p.RLRequestsPerWindow, r.p.RLTokensPerWindow, r.p.RLWindow, r.p.RLCompletion)
+	b.WriteString("| client | completed | wall s | minimum s | wall ÷ minimum | 429s received | 429s after the first window | failed calls (of which 429) | tokens per request | default retry behaviour / note |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, row := range rows {
+		v := row.Values
+		if row.Err != "" {
+			fmt.Fprintf(b, "| %s | — | — | — | — | — | — | — | — | could not run: %s |\n", label(row), oneLine(row.Err))
+			continue
+		}
+		ratioCell := f2(v["ratio"]) + "×"
+		if v["ok"] < float64(r.p.RLRequests) {
+			ratioCell = "— (not all completed)"
+		}
+		note := retryNote(row.Client)
+		if len(row.Notes) > 0 {
+			note += "; " + oneLine(strings.Join(row.Notes, "; "))
+		}
+		fmt.Fprintf(b, "| %s | %.0f / %d | %.2f | %.2f | %s | %.0f | %.0f | %.0f (%.0f) | %.0f | %s |\n", label(row), v["ok"], r.p.RLRequests, v["wall_s"], v["min_s"], ratioCell, v["limited"], v["limited_after_first"], v["failed"], v["failed_429"], v["token_cost"], note)
+	}
+	b.WriteString("\n")
+}
+
+func retryNote(name string) string {
+	switch name {
+	case "chorus-runtime":
+		return "paces admissions from the rate-limit headers; a 429 cools the credential down until retry-after"
+	case "chorus":
+		return "plain client: retry ladder (5 attempts) honouring retry-after-ms / retry-after / RetryInfo, no pacing"
+	case "openai-go", "anthropic-sdk":
+		return "2 retries, honouring retry-after-ms / retry-after"
+	case "go-openai", "langchaingo", "eino":
+		return "no retry: every 429 is a failed call"
+	case "genai":
+		return "no retry unless HTTPOptions.RetryOptions is set: every 429 is a failed call"
+	}
+	return ""
+}
+
+var batchMetrics = []metric{
+	{key: "req_per_s", header: "requests/s", format: si, higher: true},
+	{key: "cpu_us_per_req", header: "client CPU µs/request", format: f0},
+	{key: "wall_s", header: "wall s", format: f2},
+	{key: "max_rss", header: "peak RSS MiB", format: mib},
+}
+
+func (r *runner) section6(b *strings.Builder) {
+	if len(r.groups("batch")) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "## 6. Batch throughput\n\n%d short buffered requests (a ~%d-byte answer each) at concurrency %d. `chorus-runtime` uses `pipeline.Batch` over the runtime; every other client runs %d goroutines pulling from a channel.\n\n", r.p.BatchRequests, len(corpus.BufferedOf(corpus.OpenAI).Body), r.p.BatchConc, r.p.BatchConc)
+	for _, g := range r.groups("batch") {
+		rows := r.rowsOf("batch", g)
+		table(b, rows, batchMetrics, batchMetrics[1], "floor-extract", "chorus")
+		matrix(b, rows, batchMetrics[:2], []string{"chorus", "chorus-runtime"})
+		b.WriteString("\n")
+	}
+}
+
+// chart draws the main ratios: each client's cost relative to plain
+// Chorus on the same format, per scenario.
+func (r *runner) chart(path string) error {
+	type grp struct {
+		scn, group, key, label string
+		higher                 bool
+	}
+	var groups []grp
+	groups = append(groups, grp{"decode", "", "cpu_ns_per_delta", "1 DECODE CPU", false})
+	for _, n := range r.p.ConcSizes {
+		groups = append(groups, grp{"concurrent", fmt.Sprintf("%d streams", n), "cpu_s_per_1m_deltas", fmt.Sprintf("3 CPU %d", n), false})
+	}
+	if n := len(r.p.ConcSizes); n > 0 {
+		groups = append(groups, grp{"concurrent", fmt.Sprintf("%d streams", r.p.ConcSizes[n-1]), "heap_per_stream", fmt.Sprintf("3 HEAP %d", r.p.ConcSizes[n-1]), false})
+	}
+	groups = append(groups, grp{"batch", fmt.Sprintf("%d requests at %d", r.p.BatchRequests, r.p.BatchConc), "cpu_us_per_req", "6 BATCH CPU", false})
+	series := []clients.Spec{
+		{Name: "floor-extract", Format: corpus.OpenAI}, {Name: "chorus", Format: corpus.OpenAI},
+		{Name: "openai-go", Format: corpus.OpenAI}, {Name: "go-openai", Format: corpus.OpenAI},
+		{Name: "langchaingo", Format: corpus.OpenAI}, {Name: "eino", Format: corpus.OpenAI},
+		{Name: "anthropic-sdk", Format: corpus.Anthropic}, {Name: "genai", Format: corpus.Gemini},
+	}
+	c := &report.Chart{
+		Title:  "COST RELATIVE TO CHORUS ON THE SAME FORMAT (LOG SCALE; LOWER = CHEAPER; 1X = CHORUS)",
+		YLabel: "GROUPS: SCENARIO AND METRIC (CPU PER DELTA OR REQUEST, HEAP PER IN-FLIGHT STREAM)",
+		Ref:    1,
+	}
+	for _, g := range groups {
+		c.Groups = append(c.Groups, g.label)
+	}
+	c.Values = make([][]float64, len(series))
+	for i, s := range series {
+		c.Series = append(c.Series, s.Name) // each against chorus on its own format
+		for _, g := range groups {
+			group := g.group
+			if g.scn == "decode" {
+				group = string(s.Format)
+			}
+			v := math.NaN()
+			row, e1 := r.find(g.scn, group, s.Name, s.Format)
+			ch, e2 := r.find(g.scn, group, "chorus", s.Format)
+			if e1 == nil && e2 == nil && row.Err == "" && ch.Err == "" && ch.Values[g.key] > 0 {
+				v = row.Values[g.key] / ch.Values[g.key]
+			}
+			c.Values[i] = append(c.Values[i], v)
+		}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := c.WritePNG(f); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
