@@ -407,7 +407,8 @@ func (s *Server) serveOp(w http.ResponseWriter, op *opRequest) {
 	s.writeOpBody(w, r, c, ans.body, f)
 }
 
-// writeOpBody writes a buffered answer, applying the body faults.
+// writeOpBody writes a buffered answer (a chat answer or another
+// operation's), applying the body faults.
 func (s *Server) writeOpBody(w http.ResponseWriter, r *http.Request, c codec, body []byte, f *Fault) {
 	kind := FaultKind(0)
 	if f != nil {

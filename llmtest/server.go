@@ -493,60 +493,11 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, x *exchange, p *
 }
 
 func (s *Server) writeBuffered(w http.ResponseWriter, r *http.Request, x *exchange, p *plan, f *Fault) {
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	body := x.codec.buffered(p)
-	kind := FaultKind(0)
-	if f != nil {
-		kind = f.Kind
-	}
-	rc := http.NewResponseController(w)
-	switch kind {
-	case FaultStall:
-		if !s.sleep(r.Context(), f.Stall) {
-			return
-		}
-	case FaultMalformedLine:
-		body = []byte("{not json")
-	case FaultTruncatedJSON:
-		body = body[:len(body)/2]
-	case FaultInStreamError:
-		status := f.Status
-		if status == 0 {
-			status = http.StatusInternalServerError
-		}
-		body = x.codec.errorBody(status, f)
-	case FaultResetMidStream, FaultPrematureClose:
-		h.Set("Content-Length", itoa(len(body)))
-		w.WriteHeader(http.StatusOK)
-		if _, err := w.Write(body[:len(body)/2]); err != nil {
-			return
-		}
-		_ = rc.Flush()
-		if kind == FaultResetMidStream {
-			s.reset(w)
-		}
-		// Returning short of Content-Length makes net/http close the
-		// connection: the client sees an unexpected EOF.
-		return
-	case FaultSlowDrip:
-		h.Set("Content-Length", itoa(len(body)))
-		w.WriteHeader(http.StatusOK)
-		pieces := split(string(body), max(len(body)/8, 1))
-		for _, piece := range pieces {
-			if !s.sleep(r.Context(), f.Stall/time.Duration(len(pieces))) {
-				return
-			}
-			if _, err := io.WriteString(w, piece); err != nil {
-				return
-			}
-			_ = rc.Flush()
-		}
+	w.Header().Set("Content-Type", "application/json")
+	if f != nil && f.Kind == FaultStall && !s.sleep(r.Context(), f.Stall) {
 		return
 	}
-	h.Set("Content-Length", itoa(len(body)))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(body)
+	s.writeOpBody(w, r, x.codec, x.codec.buffered(p), f)
 }
 
 // midStream reports whether kind acts at a point inside the stream.
