@@ -1,18 +1,11 @@
 package openai
 
 import (
-	"bytes"
-	"errors"
-	"io"
-	"net/url"
-	"runtime/metrics"
 	"strings"
 	"testing"
 
-	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/llmtest/fixture"
-	"github.com/chorusrt/chorus/providers/internal/sse"
-	"github.com/chorusrt/chorus/providers/internal/wire"
+	"github.com/chorusrt/chorus/providers/internal/codectest"
 )
 
 // Fuzz targets of the two OpenAI formats (issue 8), seeded from every
@@ -22,58 +15,11 @@ import (
 // event points at a call already opened, and starts come in position order;
 // finish reasons are canonical; the events and Result() agree; and the
 // memory allocated, like the result's size, is bounded by the input's size.
+// The seeding and the checks are package codectest's; which fixtures seed
+// which target is decided here.
 //
 // FuzzStreamDecoder (stream_test.go) fuzzes single chunks; these fuzz whole
 // bodies, event sequences included.
-
-// fzMaxSeed keeps the seed corpus small enough for the mutator.
-const fzMaxSeed = 64 << 10
-
-// fzSeeds returns the recorded response bodies of the non-synthetic
-// fixtures that keep accepts, deduplicated, at most fzMaxSeed bytes each.
-func fzSeeds(tb testing.TB, provider func(string) bool, keep func(e fixture.Entry, ex fixture.Exchange) bool) [][]byte {
-	tb.Helper()
-	dir, err := fixture.Dir()
-	if err != nil {
-		tb.Fatalf("fixtures: %v", err)
-	}
-	idx, err := fixture.LoadIndex(dir)
-	if err != nil {
-		tb.Fatalf("fixtures: %v", err)
-	}
-	seen := map[string]bool{}
-	var out [][]byte
-	for _, e := range idx {
-		if e.Synthetic() || !provider(e.Provider) {
-			continue
-		}
-		exs, err := fixture.Load(dir, e)
-		if err != nil {
-			tb.Fatalf("load %s: %v", e.File, err)
-		}
-		for _, ex := range exs {
-			b := ex.Response.Body
-			if len(b) == 0 || len(b) > fzMaxSeed || seen[string(b)] || !keep(e, ex) {
-				continue
-			}
-			seen[string(b)] = true
-			out = append(out, b)
-		}
-	}
-	if len(out) == 0 {
-		tb.Fatal("fixtures: no seed body")
-	}
-	return out
-}
-
-// fzURLPath is the path of a recorded request URL ("" when none).
-func fzURLPath(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
-	}
-	return u.Path
-}
 
 func fzChatProvider(p string) bool { return chatProviders[p] }
 func fzAnyProvider(string) bool    { return true }
@@ -84,7 +30,7 @@ func fzIsChat(e fixture.Entry, ex fixture.Exchange) bool {
 	if ex.Request.URL == "" {
 		return strings.Contains(e.File, "/src/chat/__fixtures__/")
 	}
-	return strings.HasSuffix(fzURLPath(ex.Request.URL), "/chat/completions")
+	return strings.HasSuffix(codectest.URLPath(ex.Request.URL), "/chat/completions")
 }
 
 // fzIsResponses: a Responses API exchange.
@@ -92,159 +38,11 @@ func fzIsResponses(e fixture.Entry, ex fixture.Exchange) bool {
 	if ex.Request.URL == "" {
 		return strings.Contains(e.File, "/src/responses/__fixtures__/")
 	}
-	return strings.HasSuffix(fzURLPath(ex.Request.URL), "/responses")
-}
-
-var fzAllocSample = []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
-
-// fzAllocated is the heap allocated by the process so far.
-func fzAllocated() uint64 {
-	metrics.Read(fzAllocSample)
-	return fzAllocSample[0].Value.Uint64()
-}
-
-// fzAllocBudget bounds what decoding n input bytes may allocate: a
-// generous multiple of the input plus the fixed buffers (the SSE reader's
-// 32 KiB, decoder state).
-func fzAllocBudget(n int) uint64 { return uint64(64*n) + 4<<20 }
-
-// fzSizeBudget bounds the size of a result decoded from n input bytes
-// (escapes re-encoded by a parser can grow a little).
-func fzSizeBudget(n int) int { return 8*n + 1024 }
-
-func fzResultSize(res *llm.ChatResult) int {
-	if res == nil {
-		return 0
-	}
-	n := len(res.Content) + len(res.Reasoning) + len(res.Refusal) + len(res.ID) + len(res.Model)
-	for _, tc := range res.ToolCalls {
-		n += len(tc.ID) + len(tc.Name) + len(tc.Arguments) + len(tc.Signature)
-	}
-	for _, tb := range res.ThinkingBlocks {
-		n += len(tb.Text) + len(tb.Signature) + len(tb.Data)
-	}
-	return n
-}
-
-// fzTypedError fails unless err is one of the decoders' typed errors.
-func fzTypedError(t *testing.T, err error) {
-	t.Helper()
-	var de *llm.DecodeError
-	var ae *llm.APIError
-	if err != nil && !errors.As(err, &de) && !errors.As(err, &ae) {
-		t.Fatalf("untyped error %T: %v", err, err)
-	}
-}
-
-// fzCheckResult checks what is true of any result, buffered or streamed.
-func fzCheckResult(t *testing.T, in int, res *llm.ChatResult) {
-	t.Helper()
-	if res == nil {
-		return
-	}
-	if !res.FinishReason.Valid() {
-		t.Fatalf("finish %q is not canonical", res.FinishReason)
-	}
-	if n := fzResultSize(res); n > fzSizeBudget(in) {
-		t.Fatalf("result of %d bytes from %d input bytes", n, in)
-	}
-}
-
-// fzStream feeds a whole SSE body to dec the way package providers does
-// and checks the events, the error and the result.
-func fzStream(t *testing.T, dec wire.StreamDecoder, body []byte) {
-	before := fzAllocated()
-	r := sse.NewReader(bytes.NewReader(body), nil)
-	var text, reasoning strings.Builder
-	opened, events := 0, 0
-	emit := func(ev llm.Event) bool {
-		events++
-		switch ev.Type {
-		case llm.EventText:
-			text.WriteString(ev.Text)
-		case llm.EventReasoning:
-			reasoning.WriteString(ev.Text)
-		case llm.EventToolCallStart:
-			if ev.ToolIndex != opened {
-				t.Fatalf("tool call start at %d with %d calls open", ev.ToolIndex, opened)
-			}
-			opened++
-		case llm.EventToolCallDelta:
-			if ev.ToolIndex < 0 || ev.ToolIndex >= opened {
-				t.Fatalf("tool delta for call %d with %d open", ev.ToolIndex, opened)
-			}
-		case llm.EventFinish:
-			if !ev.Finish.Valid() {
-				t.Fatalf("finish event %q is not canonical", ev.Finish)
-			}
-		}
-		return true
-	}
-	for {
-		ev, err := r.Next()
-		if err == io.EOF || errors.Is(err, sse.ErrTooLarge) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("sse over a byte slice: %v", err)
-		}
-		done, err := dec.Feed(ev.Name, ev.Data, emit)
-		if err != nil {
-			fzTypedError(t, err)
-			break
-		}
-		if done {
-			break
-		}
-	}
-	res := dec.Result()
-	if res == nil {
-		t.Fatal("Result() is nil")
-	}
-	if got := fzAllocated() - before; got > fzAllocBudget(len(body)) {
-		t.Fatalf("decoding %d bytes allocated %d bytes", len(body), got)
-	}
-	fzCheckResult(t, len(body), res)
-	if len(res.ToolCalls) != opened {
-		t.Fatalf("result holds %d tool calls, the events opened %d", len(res.ToolCalls), opened)
-	}
-	if res.Content != text.String() || res.Reasoning != reasoning.String() {
-		t.Fatalf("result text %q / reasoning %q, events carried %q / %q", res.Content, res.Reasoning, text.String(), reasoning.String())
-	}
-	if dec.Started() != (events > 0) {
-		t.Fatalf("Started() = %v after %d events", dec.Started(), events)
-	}
-}
-
-// fzBuffered parses a whole body with parse and checks the outcome; the
-// same bytes go through parseError, which must not panic either.
-func fzBuffered(t *testing.T, body []byte, parse func([]byte) (*llm.ChatResult, error), parseError func(int, []byte) wire.ErrorInfo) {
-	before := fzAllocated()
-	res, err := parse(body)
-	info := parseError(400, body)
-	if got := fzAllocated() - before; got > fzAllocBudget(len(body)) {
-		t.Fatalf("parsing %d bytes allocated %d bytes", len(body), got)
-	}
-	if len(info.Message)+len(info.Code)+len(info.Type) > fzSizeBudget(len(body)) {
-		t.Fatalf("error info of %d bytes from %d", len(info.Message), len(body))
-	}
-	if err != nil {
-		fzTypedError(t, err)
-		return
-	}
-	if res == nil {
-		t.Fatal("nil result without an error")
-	}
-	fzCheckResult(t, len(body), res)
-	for i, tc := range res.ToolCalls {
-		if tc.Name == "" && tc.ID == "" && tc.Arguments == "" {
-			t.Fatalf("tool call %d is empty: %+v", i, res.ToolCalls)
-		}
-	}
+	return strings.HasSuffix(codectest.URLPath(ex.Request.URL), "/responses")
 }
 
 func FuzzOpenAIStream(f *testing.F) {
-	for _, b := range fzSeeds(f, fzChatProvider, func(e fixture.Entry, ex fixture.Exchange) bool {
+	for _, b := range codectest.Seeds(f, fzChatProvider, func(e fixture.Entry, ex fixture.Exchange) bool {
 		return ex.Response.Stream && fzIsChat(e, ex)
 	}) {
 		f.Add(b)
@@ -252,12 +50,12 @@ func FuzzOpenAIStream(f *testing.F) {
 	f.Add([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":5,\"id\":\"a\",\"function\":{\"name\":\"f\",\"arguments\":\"{\"}}]}}]}\n\ndata: [DONE]\n\n"))
 	f.Add([]byte("data: {\"error\":{\"message\":\"m\",\"code\":\"c\"}}\n\n"))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		fzStream(t, Codec{}.NewStreamDecoder(), body)
+		codectest.Stream(t, Codec{}.NewStreamDecoder(), body)
 	})
 }
 
 func FuzzOpenAIBuffered(f *testing.F) {
-	for _, b := range fzSeeds(f, fzChatProvider, func(e fixture.Entry, ex fixture.Exchange) bool {
+	for _, b := range codectest.Seeds(f, fzChatProvider, func(e fixture.Entry, ex fixture.Exchange) bool {
 		return !ex.Response.Stream && fzIsChat(e, ex)
 	}) {
 		f.Add(b)
@@ -265,30 +63,30 @@ func FuzzOpenAIBuffered(f *testing.F) {
 	f.Add([]byte(`{"error":"plain text error"}`))
 	f.Add([]byte(`{"choices":[{"index":3,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":null}}]},"finish_reason":"tool_calls"}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		fzBuffered(t, body, Codec{}.ParseChat, Codec{}.ParseError)
+		codectest.Buffered(t, body, Codec{}.ParseChat, Codec{}.ParseError)
 	})
 }
 
 func FuzzResponsesStream(f *testing.F) {
-	for _, b := range fzSeeds(f, fzAnyProvider, func(e fixture.Entry, ex fixture.Exchange) bool {
+	for _, b := range codectest.Seeds(f, fzAnyProvider, func(e fixture.Entry, ex fixture.Exchange) bool {
 		return ex.Response.Stream && fzIsResponses(e, ex)
 	}) {
 		f.Add(b)
 	}
 	f.Add([]byte("event: error\ndata: {\"type\":\"error\",\"code\":\"insufficient_quota\",\"message\":\"m\"}\n\n"))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		fzStream(t, ResponsesCodec{}.NewStreamDecoder(), body)
+		codectest.Stream(t, ResponsesCodec{}.NewStreamDecoder(), body)
 	})
 }
 
 func FuzzResponsesBuffered(f *testing.F) {
-	for _, b := range fzSeeds(f, fzAnyProvider, func(e fixture.Entry, ex fixture.Exchange) bool {
+	for _, b := range codectest.Seeds(f, fzAnyProvider, func(e fixture.Entry, ex fixture.Exchange) bool {
 		return !ex.Response.Stream && fzIsResponses(e, ex)
 	}) {
 		f.Add(b)
 	}
 	f.Add([]byte(`{"status":"failed","error":{"code":"server_error","message":"m"},"output":[]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		fzBuffered(t, body, ResponsesCodec{}.ParseChat, ResponsesCodec{}.ParseError)
+		codectest.Buffered(t, body, ResponsesCodec{}.ParseChat, ResponsesCodec{}.ParseError)
 	})
 }
