@@ -14,6 +14,7 @@
 //		Tools:   []session.Tool{lookupOrder, refund},
 //		Policy:  map[string]session.ToolPolicy{"refund": {Effect: session.EffectNonIdempotentWrite}},
 //	})
+//	if err != nil { return err }
 //	defer m.Close(ctx)
 //	m.Recover(ctx)                                  // resume sessions a crash interrupted
 //	m.Send(ctx, "support-42", llm.UserText("refund order 7"))

@@ -33,6 +33,9 @@ func readme(ctx context.Context, msgs []llm.Message, req *llm.ChatRequest, reqs 
 	}
 	defer rt.Close(context.Background())
 	s, err := rt.Stream(ctx, &llm.ChatRequest{Model: "fast", Messages: msgs})
+	if err != nil {
+		log.Fatal(err)
+	}
 	_ = s
 
 	fan := pipeline.FanOut(ctx, rt, req, "openai/gpt-4.1-mini", "anthropic/claude-sonnet-4-5", "gemini/gemini-2.5-flash")
@@ -81,6 +84,9 @@ func readme(ctx context.Context, msgs []llm.Message, req *llm.ChatRequest, reqs 
 		Tools:  []session.Tool{lookupOrder, refund},
 		Policy: map[string]session.ToolPolicy{"refund": {Effect: session.EffectNonIdempotentWrite}},
 	})
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer m.Close(ctx)
 	m.Recover(ctx)
 	m.Send(ctx, "support-42", llm.UserText("refund order 7"))
