@@ -425,28 +425,44 @@ func mediaPart(p *llm.Part, f string) (contentPart, error) {
 	case llm.PartText:
 		return contentPart{Type: "text", Text: p.Text}, nil
 	case llm.PartImage:
-		if len(p.Data) > 0 {
-			if p.MIMEType == "" {
-				return contentPart{}, &llm.ConfigError{Field: f + ".mime_type", Msg: "an inline image needs its MIME type"}
-			}
-			return contentPart{Type: "image_url", ImageURL: &imageURL{URL: dataURL(p.MIMEType, p.Data)}}, nil
+		u, err := mediaURL(p, f)
+		if err != nil {
+			return contentPart{}, err
 		}
-		if p.URL == "" {
-			return contentPart{}, &llm.ConfigError{Field: f, Msg: "image needs data or a URL"}
-		}
-		return contentPart{Type: "image_url", ImageURL: &imageURL{URL: p.URL}}, nil
+		return contentPart{Type: "image_url", ImageURL: &imageURL{URL: u}}, nil
 	case llm.PartDocument:
-		if len(p.Data) == 0 {
-			return contentPart{}, &llm.ConfigError{Field: f, Msg: "document needs inline data"}
+		u, err := mediaURL(p, f)
+		if err != nil {
+			return contentPart{}, err
 		}
-		if p.MIMEType != "" && !strings.EqualFold(p.MIMEType, "application/pdf") {
-			return contentPart{}, &llm.ConfigError{Field: f + ".mime_type", Msg: fmt.Sprintf("%q is not supported; documents are application/pdf", p.MIMEType)}
-		}
-		return contentPart{Type: "file", File: &filePart{
-			Filename: "document.pdf", FileData: dataURL("application/pdf", p.Data),
-		}}, nil
+		return contentPart{Type: "file", File: &filePart{Filename: "document.pdf", FileData: u}}, nil
 	}
 	return contentPart{}, &llm.ConfigError{Field: f + ".type", Msg: fmt.Sprintf("unknown part type %q", p.Type)}
+}
+
+// mediaURL checks an image or document part and returns the URL it is sent
+// as: a data URL for inline bytes, else the image's own URL. Chat
+// Completions and the Responses API share it; only their part shapes differ.
+func mediaURL(p *llm.Part, f string) (string, error) {
+	if p.Type == llm.PartDocument {
+		if len(p.Data) == 0 {
+			return "", &llm.ConfigError{Field: f, Msg: "document needs inline data"}
+		}
+		if p.MIMEType != "" && !strings.EqualFold(p.MIMEType, "application/pdf") {
+			return "", &llm.ConfigError{Field: f + ".mime_type", Msg: fmt.Sprintf("%q is not supported; documents are application/pdf", p.MIMEType)}
+		}
+		return dataURL("application/pdf", p.Data), nil
+	}
+	if len(p.Data) > 0 {
+		if p.MIMEType == "" {
+			return "", &llm.ConfigError{Field: f + ".mime_type", Msg: "an inline image needs its MIME type"}
+		}
+		return dataURL(p.MIMEType, p.Data), nil
+	}
+	if p.URL == "" {
+		return "", &llm.ConfigError{Field: f, Msg: "image needs data or a URL"}
+	}
+	return p.URL, nil
 }
 
 func dataURL(mime string, data []byte) string {

@@ -417,24 +417,17 @@ func responsesPart(p *llm.Part, f string) (inputPart, error) {
 	case llm.PartText:
 		return inputPart{Type: "input_text", Text: p.Text}, nil
 	case llm.PartImage:
-		if len(p.Data) > 0 {
-			if p.MIMEType == "" {
-				return inputPart{}, &llm.ConfigError{Field: f + ".mime_type", Msg: "an inline image needs its MIME type"}
-			}
-			return inputPart{Type: "input_image", ImageURL: dataURL(p.MIMEType, p.Data), Detail: "auto"}, nil
+		u, err := mediaURL(p, f)
+		if err != nil {
+			return inputPart{}, err
 		}
-		if p.URL == "" {
-			return inputPart{}, &llm.ConfigError{Field: f, Msg: "image needs data or a URL"}
-		}
-		return inputPart{Type: "input_image", ImageURL: p.URL, Detail: "auto"}, nil
+		return inputPart{Type: "input_image", ImageURL: u, Detail: "auto"}, nil
 	case llm.PartDocument:
-		if len(p.Data) == 0 {
-			return inputPart{}, &llm.ConfigError{Field: f, Msg: "document needs inline data"}
+		u, err := mediaURL(p, f)
+		if err != nil {
+			return inputPart{}, err
 		}
-		if p.MIMEType != "" && !strings.EqualFold(p.MIMEType, "application/pdf") {
-			return inputPart{}, &llm.ConfigError{Field: f + ".mime_type", Msg: fmt.Sprintf("%q is not supported; documents are application/pdf", p.MIMEType)}
-		}
-		return inputPart{Type: "input_file", Filename: "document.pdf", FileData: dataURL("application/pdf", p.Data)}, nil
+		return inputPart{Type: "input_file", Filename: "document.pdf", FileData: u}, nil
 	}
 	return inputPart{}, &llm.ConfigError{Field: f + ".type", Msg: fmt.Sprintf("unknown part type %q", p.Type)}
 }
