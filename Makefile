@@ -4,7 +4,7 @@ TEST_TIMEOUT ?= 900s
 FUZZTIME     ?= 10m
 PKGS         ?= ./...
 
-.PHONY: test vet race conformance bench gobench fuzz lint e2e
+.PHONY: test vet race conformance bench gobench fuzz lint e2e proto proto-check
 
 test: vet race conformance
 
@@ -56,6 +56,26 @@ lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	$(GO) vet $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
+
+# The cluster's wire messages: Go generated from the checked-in .proto by
+# protoc (Debian's protobuf-compiler, installed when missing) and
+# protoc-gen-go pinned to the google.golang.org/protobuf of go.mod.
+# proto-check regenerates into a temporary directory and fails when the
+# checked-in Go differs (CI runs it).
+PROTO_DIR = runtime/cluster/clusterpb
+PROTOC_GEN_GO = google.golang.org/protobuf/cmd/protoc-gen-go@v1.33.0
+proto-tools:
+	@command -v protoc >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq protobuf-compiler; }
+	@GOBIN=$(CURDIR)/.bin $(GO) install $(PROTOC_GEN_GO)
+
+proto: proto-tools
+	cd $(PROTO_DIR) && protoc --plugin=protoc-gen-go=$(CURDIR)/.bin/protoc-gen-go --go_out=. --go_opt=paths=source_relative *.proto
+
+proto-check: proto-tools
+	@tmp=$$(mktemp -d) && cd $(PROTO_DIR) && \
+	protoc --plugin=protoc-gen-go=$(CURDIR)/.bin/protoc-gen-go --go_out=$$tmp --go_opt=paths=source_relative *.proto && \
+	for f in $$tmp/*.pb.go; do cmp -s $$f $$(basename $$f) || { echo "proto-check: $(PROTO_DIR)/$$(basename $$f) is stale: run make proto"; rm -rf $$tmp; exit 1; }; done; \
+	rm -rf $$tmp; echo "proto-check: generated Go matches the .proto files"
 
 # Against a real OpenAI-compatible server: OLLAMA_BASE_URL=http://127.0.0.1:11434/v1 make e2e
 e2e:

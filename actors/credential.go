@@ -114,6 +114,10 @@ type Credential struct {
 
 	requests, failed, rateLimited, restarts int64
 
+	// Reply sends Admitted and AdmitRefused to a waiter; nil means
+	// ctx.Send. A budget owner in a cluster encodes them for the wire.
+	Reply func(ctx actor.Context, to *actor.PID, msg any)
+
 	// view is published after every message for lock-free reads by callers
 	// choosing a credential.
 	queued, inFlight atomic.Int64
@@ -165,10 +169,14 @@ func (c *Credential) Props() *actor.Props {
 	}, actor.WithSupervisor(actor.NewOneForOneStrategy(1_000_000, time.Second, actor.DefaultDecider)))
 }
 
-func (a *credentialActor) Receive(ctx actor.Context) {
-	c := a.c
+func (a *credentialActor) Receive(ctx actor.Context) { a.c.Handle(ctx, ctx.Message()) }
+
+// Handle runs the credential's behaviour on one message, in the actor that
+// owns the credential: its own actor, or (runtime/cluster) a budget owner
+// that translates messages from other nodes. Replies go through Reply.
+func (c *Credential) Handle(ctx actor.Context, msg any) {
 	defer c.publish()
-	switch m := ctx.Message().(type) {
+	switch m := msg.(type) {
 	case *actor.Started, *actor.Restarting, *actor.Stopping:
 	case *actor.Restart:
 	case *actor.Stopped:
@@ -177,6 +185,7 @@ func (a *credentialActor) Receive(ctx actor.Context) {
 		}
 	case AdmitRequested:
 		c.admit(ctx, waiter{id: m.ID, cost: m.Cost, deadline: m.Deadline, reply: ctx.Sender()})
+
 	case AdmitCancelled:
 		for i, w := range c.queue {
 			if w.id == m.ID {
@@ -206,7 +215,7 @@ func (a *credentialActor) Receive(ctx actor.Context) {
 	case CloseRequested:
 		c.closed = true
 		for _, w := range c.queue {
-			ctx.Send(w.reply, AdmitRefused{ID: w.id, Err: ErrClosed})
+			c.reply(ctx, w.reply, AdmitRefused{ID: w.id, Err: ErrClosed})
 		}
 		c.queue = nil
 		ctx.Respond(struct{}{})
@@ -215,24 +224,32 @@ func (a *credentialActor) Receive(ctx actor.Context) {
 	}
 }
 
+func (c *Credential) reply(ctx actor.Context, to *actor.PID, msg any) {
+	if c.Reply != nil {
+		c.Reply(ctx, to, msg)
+		return
+	}
+	ctx.Send(to, msg)
+}
+
 func (c *Credential) admit(ctx actor.Context, w waiter) {
 	if c.closed {
-		ctx.Send(w.reply, AdmitRefused{ID: w.id, Err: ErrClosed})
+		c.reply(ctx, w.reply, AdmitRefused{ID: w.id, Err: ErrClosed})
 		return
 	}
 	now := time.Now()
 	if len(c.queue) == 0 {
 		if blocked, _ := c.pacer.blocked(w.cost, now); !blocked {
-			ctx.Send(w.reply, Admitted{ID: w.id, Seq: c.pacer.grant(w.cost)})
+			c.reply(ctx, w.reply, Admitted{ID: w.id, Seq: c.pacer.grant(w.cost)})
 			return
 		}
 	}
 	if !w.deadline.IsZero() && c.pacer.cooldownUntil.After(w.deadline) {
-		ctx.Send(w.reply, AdmitRefused{ID: w.id, Err: errCoolingDown, RetryAt: c.pacer.cooldownUntil})
+		c.reply(ctx, w.reply, AdmitRefused{ID: w.id, Err: errCoolingDown, RetryAt: c.pacer.cooldownUntil})
 		return
 	}
 	if len(c.queue) >= c.queueCap {
-		ctx.Send(w.reply, AdmitRefused{ID: w.id, Err: llm.ErrOverloaded})
+		c.reply(ctx, w.reply, AdmitRefused{ID: w.id, Err: llm.ErrOverloaded})
 		return
 	}
 	c.queue = append(c.queue, w)
@@ -254,7 +271,7 @@ func (c *Credential) drain(ctx actor.Context) {
 		w := c.queue[0]
 		if !w.deadline.IsZero() && now.After(w.deadline) {
 			c.queue = c.queue[1:]
-			ctx.Send(w.reply, AdmitRefused{ID: w.id, Err: errCoolingDown})
+			c.reply(ctx, w.reply, AdmitRefused{ID: w.id, Err: errCoolingDown})
 			continue
 		}
 		blocked, at := c.pacer.blocked(w.cost, now)
@@ -265,7 +282,7 @@ func (c *Credential) drain(ctx actor.Context) {
 			return
 		}
 		c.queue = c.queue[1:]
-		ctx.Send(w.reply, Admitted{ID: w.id, Seq: c.pacer.grant(w.cost)})
+		c.reply(ctx, w.reply, Admitted{ID: w.id, Seq: c.pacer.grant(w.cost)})
 	}
 }
 
@@ -298,3 +315,10 @@ func (c *Credential) stats() Stats {
 	}
 	return s
 }
+
+// CoolingDown returns the cooldown refusal's error, for a refusal that
+// crossed a node and is rebuilt on the caller's side.
+func CoolingDown() error { return errCoolingDown }
+
+// Snapshot returns the credential's stats; only from the actor that owns it.
+func (c *Credential) Snapshot() Stats { return c.stats() }

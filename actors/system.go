@@ -110,6 +110,28 @@ func (e *RefusedError) Error() string { return "chorus: " + e.Provider + ": " + 
 // Unwrap returns the reason.
 func (e *RefusedError) Unwrap() error { return e.Err }
 
+// Admitter admits the requests of one credential: its own actor (Ref) or,
+// in a cluster, the credential's budget owner on some node. The runtime
+// holds one per credential.
+type Admitter interface {
+	// Admit waits for a grant of one request of estimated token cost.
+	Admit(ctx context.Context, cost int) (uint64, error)
+	// Finish reports the end of a grant, with what the provider said.
+	Finish(RequestFinished)
+	// Load is the credential's queue, requests in flight and cooldown end
+	// as last seen; safe from any goroutine and cheap.
+	Load() (queued, inFlight int, cooldownUntil time.Time)
+	Stats(timeout time.Duration) (Stats, error)
+	// Close refuses queued callers with ErrClosed; Stop releases the actor.
+	Close(timeout time.Duration) error
+	Stop(timeout time.Duration) error
+}
+
+var _ Admitter = (*Ref)(nil)
+
+// Load returns the credential's queue, in-flight count and cooldown end.
+func (r *Ref) Load() (queued, inFlight int, cooldownUntil time.Time) { return r.Cred.Load() }
+
 // Finish reports the end of grant seq.
 func (r *Ref) Finish(f RequestFinished) { r.s.sys.Root.Send(r.pid, f) }
 

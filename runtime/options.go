@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chorusrt/chorus/actors"
+
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/providers"
 )
@@ -19,6 +21,7 @@ type Limits struct {
 }
 
 type options struct {
+	budget         SharedBudget
 	configs        []providers.Config
 	aliases        map[string][]string
 	limits         map[string]Limits
@@ -97,6 +100,26 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 func WithClientOptions(opts ...providers.Option) Option {
 	return func(o *options) { o.clientOpts = append(o.clientOpts, opts...) }
 }
+
+// Credential describes one provider credential to a SharedBudget. KeyID
+// identifies the key without revealing it: the first 16 hex digits of the
+// SHA-256 of the key, the same on every process that holds the key.
+type Credential struct {
+	Provider  string
+	Index     int
+	KeyID     string
+	Limits    Limits
+	QueueSize int
+}
+
+// A SharedBudget supplies the admission authority of a credential in place
+// of the runtime's own credential actor, so that several runtimes using
+// one key never exceed its limits together. runtime/cluster supplies one
+// that asks the credential's budget owner in the cluster.
+type SharedBudget func(Credential) (actors.Admitter, error)
+
+// WithSharedBudget makes every credential's admissions go through b.
+func WithSharedBudget(b SharedBudget) Option { return func(o *options) { o.budget = b } }
 
 // WithStreamBuffer sets the capacity of each stream's event channel
 // (default 64).

@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -47,7 +49,7 @@ type group struct {
 // cred is one credential: its actor and client, plus counters fed by the
 // client's attempt observer on the callers' goroutines.
 type cred struct {
-	ref         *actors.Ref
+	ref         actors.Admitter
 	client      *providers.Client
 	attempts    atomic.Int64
 	retries     atomic.Int64
@@ -100,7 +102,16 @@ func New(opts ...Option) (*Runtime, error) {
 		if lim.MaxConcurrency == 0 {
 			lim.MaxConcurrency = o.maxConcurrency
 		}
-		c.ref = rt.sys.Spawn(actors.NewCredential(cfg.ID, len(g.creds), client, actors.Limits(lim), o.queueSize))
+		if o.budget != nil {
+			sum := sha256.Sum256([]byte(cfg.APIKey))
+			c.ref, err = o.budget(Credential{Provider: cfg.ID, Index: len(g.creds), KeyID: hex.EncodeToString(sum[:8]), Limits: lim, QueueSize: o.queueSize})
+			if err != nil {
+				rt.shutdown()
+				return nil, err
+			}
+		} else {
+			c.ref = rt.sys.Spawn(actors.NewCredential(cfg.ID, len(g.creds), client, actors.Limits(lim), o.queueSize))
+		}
 		g.creds = append(g.creds, c)
 	}
 	for name, targets := range rt.aliases {
@@ -222,7 +233,7 @@ func (g *group) pick(now time.Time) *cred {
 	var bestScore int64
 	for i := range g.creds {
 		c := g.creds[(start+i)%len(g.creds)]
-		q, f, cd := c.ref.Cred.Load()
+		q, f, cd := c.ref.Load()
 		score := int64(q + f)
 		if cd.After(now) {
 			score += int64(cd.Sub(now)/time.Millisecond) * 1_000
@@ -300,7 +311,7 @@ func firstErr(errs ...error) error {
 func (rt *Runtime) anyAvailable(g *group) bool {
 	now := time.Now()
 	for _, c := range g.creds {
-		if _, _, cd := c.ref.Cred.Load(); !cd.After(now) {
+		if _, _, cd := c.ref.Load(); !cd.After(now) {
 			return true
 		}
 	}

@@ -1,0 +1,81 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/chorusrt/chorus/llmtest"
+	"github.com/chorusrt/chorus/providers"
+	"github.com/chorusrt/chorus/runtime"
+)
+
+// freeAddrs returns k loopback addresses whose port and port+1 (the
+// membership port) were free a moment ago.
+func freeAddrs(t testing.TB, k int) []string {
+	t.Helper()
+	var out []string
+	for len(out) < k {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+1))
+		l.Close()
+		if err != nil || port+1 > 65000 {
+			continue
+		}
+		l2.Close()
+		out = append(out, "127.0.0.1:"+strconv.Itoa(port))
+	}
+	return out
+}
+
+// openaiAt registers srv as the provider "fake" with key.
+func openaiAt(srv *llmtest.Server, key string) runtime.Option {
+	return runtime.WithProvider(providers.Config{ID: "fake", Format: providers.FormatOpenAI, BaseURL: srv.OpenAIBaseURL(), APIKey: providers.Secret(key)})
+}
+
+// joinAll starts members on addrs (each knowing all) and waits until each
+// sees all of them.
+func joinAll(t testing.TB, name string, addrs []string, cfg func(i int, c *Config)) []*Node {
+	t.Helper()
+	nodes := make([]*Node, len(addrs))
+	for i, a := range addrs {
+		c := Config{Name: name, Bind: a, Peers: addrs, RefreshInterval: 200 * time.Millisecond}
+		if cfg != nil {
+			cfg(i, &c)
+		}
+		n, err := Join(context.Background(), c)
+		if err != nil {
+			t.Fatalf("join %s: %v", a, err)
+		}
+		nodes[i] = n
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, n := range nodes {
+		if n.cfg.Client {
+			continue
+		}
+		if err := n.WaitMembers(ctx, len(addrs)); err != nil {
+			t.Fatal(fmt.Errorf("%s: %w", n.Address(), err))
+		}
+	}
+	return nodes
+}
+
+func closeAll(t testing.TB, nodes []*Node) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, n := range nodes {
+		if err := n.Close(ctx); err != nil {
+			t.Errorf("close %s: %v", n.Address(), err)
+		}
+	}
+}

@@ -1,0 +1,339 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/cluster/clusterproviders/automanaged"
+	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
+	"github.com/asynkron/protoactor-go/remote"
+	"github.com/labstack/echo"
+
+	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/runtime"
+	"github.com/chorusrt/chorus/session"
+)
+
+// Config configures a node.
+type Config struct {
+	// Name is the cluster's name; nodes of different names never talk.
+	Name string
+	// Bind is this node's actor address, host:port (gRPC). The membership
+	// health endpoint listens on MembershipPort of the same host.
+	Bind string
+	// Peers are the actor addresses (host:port) of the cluster's members,
+	// this node's own included or not: the static member list. Each peer's
+	// membership endpoint is its port plus one unless MembershipOffset says
+	// otherwise.
+	Peers []string
+	// MembershipOffset is added to an actor port to get its membership
+	// (health) port; default 1.
+	MembershipOffset int
+	// Client joins without hosting anything: the node calls the cluster
+	// (sessions, streams, batches) but runs no model call, session or
+	// budget. A batch coordinator is a client.
+	Client bool
+	// Runtime configures the node's local runtime (providers, limits...).
+	// Every member must register the same provider keys: budgets are
+	// shared by key.
+	Runtime []runtime.Option
+	// Sessions, when set, makes the node host sessions. Its Journal must
+	// implement store.LeasingJournal (store.Postgres: shared by the
+	// nodes); Model is set to the node's runtime when nil. Every member
+	// must register the same tools.
+	Sessions *session.Options
+	// LeaseTTL is how long a session's lease lasts without renewal
+	// (default 3s): how soon a dead node's sessions move.
+	LeaseTTL time.Duration
+	// RefreshInterval is how often membership is checked (default 500ms).
+	RefreshInterval time.Duration
+	// Logger receives Chorus's and Proto.Actor's log lines (default: none).
+	Logger *slog.Logger
+}
+
+// Node is one member (or client) of a Chorus cluster.
+type Node struct {
+	cfg    Config
+	log    *slog.Logger
+	sys    *actor.ActorSystem
+	cl     *pcluster.Cluster
+	rt     *runtime.Runtime
+	addr   string
+	worker *actor.PID
+
+	budgets  *budgets
+	sessions *sessionHost
+
+	streamID atomic.Uint64
+	rr       atomic.Uint64
+
+	base   context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+const (
+	kindBudget  = "chorus-budget"
+	kindSession = "chorus-session"
+	workerName  = "chorus-worker"
+)
+
+// Join starts a node and joins the cluster cfg.Name. It returns once the
+// node serves; other members are found as they come.
+func Join(ctx context.Context, cfg Config) (*Node, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = 3 * time.Second
+	}
+	if cfg.RefreshInterval <= 0 {
+		cfg.RefreshInterval = 500 * time.Millisecond
+	}
+	if cfg.MembershipOffset == 0 {
+		cfg.MembershipOffset = 1
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	n := &Node{cfg: cfg, log: log}
+	n.base, n.cancel = context.WithCancel(context.Background())
+
+	host, port, _ := splitHostPort(cfg.Bind)
+	l := log.With(slog.String("component", "protoactor"))
+	n.sys = actor.NewActorSystem(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return l }),
+		actor.WithDeadLetterThrottleCount(0),
+	)
+	if !cfg.Client {
+		n.budgets = newBudgets(n)
+		ropts := append([]runtime.Option{runtime.WithLogger(log)}, cfg.Runtime...)
+		ropts = append(ropts, runtime.WithSharedBudget(n.budgets.admitter))
+		rt, err := runtime.New(ropts...)
+		if err != nil {
+			n.sys.Shutdown()
+			n.cancel()
+			return nil, err
+		}
+		n.rt = rt
+	}
+	var kinds []*pcluster.Kind
+	if !cfg.Client {
+		kinds = append(kinds, pcluster.NewKind(kindBudget, n.budgets.props()))
+		if cfg.Sessions != nil {
+			sh, err := newSessionHost(n, *cfg.Sessions)
+			if err != nil {
+				n.shutdownLocal()
+				return nil, err
+			}
+			n.sessions = sh
+			kinds = append(kinds, pcluster.NewKind(kindSession, sh.props()))
+		}
+	}
+	hosts := make([]string, 0, len(cfg.Peers)+1)
+	seen := map[string]bool{}
+	for _, p := range append([]string{cfg.Bind}, cfg.Peers...) {
+		if cfg.Client && p == cfg.Bind {
+			continue
+		}
+		h, pp, _ := splitHostPort(p)
+		m := net.JoinHostPort(h, strconv.Itoa(pp+cfg.MembershipOffset))
+		if !seen[m] {
+			seen[m] = true
+			hosts = append(hosts, m)
+		}
+	}
+	// The membership endpoint: automanaged's own HTTP health check, but
+	// listening on the bind host only (automanaged alone listens on every
+	// interface) and without echo's start-up banner on stdout.
+	mport := port + cfg.MembershipOffset
+	health := echo.New()
+	health.HideBanner, health.HidePort = true, true
+	if !cfg.Client {
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(mport)))
+		if err != nil {
+			n.shutdownLocal()
+			return nil, fmt.Errorf("cluster: membership port: %w", err)
+		}
+		health.Listener = ln
+		health.GET("/_health", func(c echo.Context) error {
+			return c.JSON(http.StatusOK, automanaged.NewNode(cfg.Name, n.sys.ID, host, port, mport, n.cl.GetClusterKinds()))
+		})
+	}
+	provider := automanaged.NewWithTesting(cfg.RefreshInterval, mport, health, hosts...)
+	rcfg := remote.Configure(host, port)
+	ccfg := pcluster.Configure(cfg.Name, provider, disthash.New(), rcfg,
+		pcluster.WithKinds(kinds...),
+		pcluster.WithRequestTimeout(10*time.Second),
+		pcluster.WithHeartbeatExpiration(5*time.Second),
+	)
+	n.cl = pcluster.New(n.sys, ccfg)
+	if err := n.start(); err != nil {
+		n.shutdownLocal()
+		return nil, err
+	}
+	n.addr = n.sys.Address()
+	w, err := n.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &workerActor{n: n} }), workerName)
+	if err != nil {
+		n.cl.Shutdown(false)
+		n.shutdownLocal()
+		return nil, fmt.Errorf("cluster: spawn worker: %w", err)
+	}
+	n.worker = w
+	if n.sessions != nil {
+		n.sessions.start()
+	}
+	_ = ctx
+	return n, nil
+}
+
+// start starts the member (or client). Proto.Actor panics on a failed
+// start (a taken port); that becomes an error here.
+func (n *Node) start() (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("cluster: start %s: %v", n.cfg.Bind, r)
+		}
+	}()
+	if n.cfg.Client {
+		n.cl.StartClient()
+	} else {
+		n.cl.StartMember()
+	}
+	return nil
+}
+
+func (c *Config) validate() error {
+	if c.Name == "" {
+		return &llm.ConfigError{Field: "cluster.Name", Msg: "must not be empty"}
+	}
+	if _, _, err := splitHostPort(c.Bind); err != nil {
+		return &llm.ConfigError{Field: "cluster.Bind", Msg: err.Error()}
+	}
+	for i, p := range c.Peers {
+		if _, _, err := splitHostPort(p); err != nil {
+			return &llm.ConfigError{Field: fmt.Sprintf("cluster.Peers[%d]", i), Msg: err.Error()}
+		}
+	}
+	if c.Client && len(c.Peers) == 0 {
+		return &llm.ConfigError{Field: "cluster.Peers", Msg: "a client needs at least one member to talk to"}
+	}
+	if c.Client && c.Sessions != nil {
+		return &llm.ConfigError{Field: "cluster.Sessions", Msg: "a client hosts no sessions"}
+	}
+	if c.MembershipOffset < 0 {
+		return &llm.ConfigError{Field: "cluster.MembershipOffset", Msg: "must not be negative"}
+	}
+	return nil
+}
+
+func splitHostPort(a string) (string, int, error) {
+	h, p, err := net.SplitHostPort(a)
+	if err != nil {
+		return "", 0, fmt.Errorf("%q is not host:port", a)
+	}
+	if h == "" {
+		return "", 0, fmt.Errorf("%q has no host", a)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port <= 0 || port > 65534 {
+		return "", 0, fmt.Errorf("%q has no valid port", a)
+	}
+	return h, port, nil
+}
+
+// Address is the node's actor address (host:port).
+func (n *Node) Address() string { return n.addr }
+
+// Runtime is the node's local runtime. Its credentials' admissions go to
+// the credentials' budget owners in the cluster. Nil on a client.
+func (n *Node) Runtime() *runtime.Runtime { return n.rt }
+
+// Members lists the actor addresses of the cluster's live members, sorted
+// as the membership has them.
+func (n *Node) Members() []string {
+	ms := n.cl.MemberList.Members().Members()
+	out := make([]string, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, m.Address())
+	}
+	return out
+}
+
+// WaitMembers waits until the cluster has at least k live members.
+func (n *Node) WaitMembers(ctx context.Context, k int) error {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if len(n.Members()) >= k {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: %d of %d members: %w", len(n.Members()), k, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// Close leaves the cluster: sessions hosted here are passivated (their
+// leases released, so that another node takes them at once), in-flight
+// calls end, and the node's actors stop.
+func (n *Node) Close(ctx context.Context) error {
+	n.closeOnce.Do(func() {
+		if n.sessions != nil {
+			n.sessions.close(ctx)
+		}
+		n.cancel()
+		n.wg.Wait()
+		if n.rt != nil {
+			n.closeErr = n.rt.Close(ctx)
+		}
+		n.cl.Shutdown(true) // stops the actor system too
+	})
+	return n.closeErr
+}
+
+func (n *Node) shutdownLocal() {
+	n.cancel()
+	if n.sessions != nil {
+		n.sessions.shutdown()
+	}
+	if n.rt != nil {
+		_ = n.rt.Close(context.Background())
+	}
+	n.sys.Shutdown()
+}
+
+// randUint64 returns a random non-zero number.
+func randUint64() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:]) | 1
+}
+
+// newToken returns a random hex token.
+func newToken() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+var errNoMembers = errors.New("cluster: no live member to run the call")

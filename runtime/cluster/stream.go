@@ -1,0 +1,430 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/runtime/cluster/clusterpb"
+)
+
+// A remote stream runs a model call on a worker node and relays its events
+// to the caller's node in ordered batches:
+//
+//	caller                                   worker node
+//	receiver R --StreamOpen{req, R, window}--> worker --spawns--> producer P
+//	R <--StreamOpened{P}-- P   (R watches P, P watches R)
+//	R <--DeltaBatch{seq 1..}-- P   at most window batches beyond R's credit
+//	R --Credit{1}--> P   once the caller has taken a batch's events
+//	R <--StreamEnd{result | error}-- P
+//
+// The producer reads the call's events as they come and sends what is
+// ready at once (up to maxBatch events), so a batch costs one message
+// whatever the delta rate, and never waits to fill. Cancelling the caller's
+// stream sends StreamCancel; the death of either side's node is a Terminated
+// on the other, which ends the call there (ErrNodeLost on the caller's side).
+
+const (
+	// maxBatch bounds the events of one DeltaBatch.
+	maxBatch = 128
+	// defaultWindow is how many batches may be unacknowledged.
+	defaultWindow = 8
+)
+
+// Stream runs req on a member of the cluster (round robin over the live
+// members) and returns its stream on this node. Before the first event, a
+// call whose node is lost is retried on another member; after it, the
+// partial result comes with ErrNodeLost in a *llm.StreamError.
+func (n *Node) Stream(ctx context.Context, req *llm.ChatRequest) (*llm.Stream, error) {
+	if req == nil {
+		return nil, &llm.ConfigError{Field: "request", Msg: "is nil"}
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, &llm.ConfigError{Field: "request", Msg: err.Error()}
+	}
+	s, w, sctx := llm.NewStream(ctx, 64)
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		n.runRemote(sctx, body, w)
+	}()
+	return s, nil
+}
+
+// Chat runs req on a member of the cluster and returns its result.
+func (n *Node) Chat(ctx context.Context, req *llm.ChatRequest) (*llm.ChatResult, error) {
+	s, err := n.Stream(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return s.Result()
+}
+
+// runRemote places the call, retrying on another member while nothing was
+// emitted.
+func (n *Node) runRemote(ctx context.Context, body []byte, w *llm.StreamWriter) {
+	var lastErr error
+	for attempt := 0; attempt < 4; attempt++ {
+		target := n.pickWorker(attempt)
+		if target == nil {
+			lastErr = errNoMembers
+			if !sleepCtx(ctx, 200*time.Millisecond) {
+				break
+			}
+			continue
+		}
+		res, emitted, err := n.remoteOnce(ctx, target, body, w)
+		if err == nil {
+			w.Finish(res, nil)
+			return
+		}
+		if emitted || !errors.Is(err, ErrNodeLost) || ctx.Err() != nil {
+			w.Finish(res, err)
+			return
+		}
+		lastErr = err
+	}
+	if ctx.Err() != nil {
+		lastErr = ctx.Err()
+	}
+	w.Finish(nil, lastErr)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// pickWorker returns a live member's worker, round robin; attempt moves
+// past members that failed.
+func (n *Node) pickWorker(attempt int) *actor.PID {
+	ms := n.cl.MemberList.Members().Members()
+	if len(ms) == 0 {
+		return nil
+	}
+	i := int(n.rr.Add(1)) + attempt
+	m := ms[i%len(ms)]
+	return actor.NewPID(m.Address(), workerName)
+}
+
+// inbound is what the receiver actor hands to the relaying goroutine.
+type inbound struct {
+	batch *clusterpb.DeltaBatch
+	end   *clusterpb.StreamEnd
+	lost  bool
+}
+
+// receiverActor receives one remote stream's messages on the caller's node.
+type receiverActor struct {
+	stream   uint64
+	target   *actor.PID
+	producer *actor.PID
+	in       chan inbound
+	ctl      chan *actor.PID
+	ended    bool
+}
+
+func (r *receiverActor) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case *actor.Started:
+		c.Watch(r.target)
+	case *clusterpb.StreamOpened:
+		if m.Stream != r.stream || r.producer != nil {
+			return
+		}
+		r.producer = fromRef(m.Producer)
+		if r.producer != nil {
+			c.Watch(r.producer)
+			r.ctl <- r.producer
+		}
+	case *clusterpb.DeltaBatch:
+		if m.Stream == r.stream && !r.ended {
+			r.in <- inbound{batch: m}
+		}
+	case *clusterpb.StreamEnd:
+		if m.Stream == r.stream && !r.ended {
+			r.ended = true
+			r.in <- inbound{end: m}
+		}
+	case *actor.Terminated:
+		if r.ended {
+			return
+		}
+		if (r.producer != nil && m.Who.Equal(r.producer)) || (r.producer == nil && m.Who.Equal(r.target)) {
+			r.ended = true
+			r.in <- inbound{lost: true}
+		}
+	}
+}
+
+// remoteOnce runs one attempt on target's node. It reports whether any
+// event reached the caller.
+func (n *Node) remoteOnce(ctx context.Context, target *actor.PID, body []byte, w *llm.StreamWriter) (*llm.ChatResult, bool, error) {
+	id := n.streamID.Add(1)
+	// Room for the whole window plus the end and a loss: the actor never
+	// blocks on a caller that stopped reading.
+	r := &receiverActor{stream: id, target: target, in: make(chan inbound, defaultWindow+4), ctl: make(chan *actor.PID, 1)}
+	pid := n.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return r }))
+	defer n.sys.Root.Stop(pid)
+	sendAs(n.sys, target, &clusterpb.StreamOpen{Stream: id, RequestJson: body, Receiver: toRef(pid), Window: defaultWindow}, pid)
+
+	var producer *actor.PID
+	cancel := func() {
+		if producer == nil {
+			select {
+			case producer = <-r.ctl:
+			default:
+			}
+		}
+		if producer != nil {
+			send(n.sys, producer, &clusterpb.StreamCancel{Stream: id})
+		}
+	}
+	emitted := false
+	var next uint64 = 1
+	var rb llm.ResultBuilder
+	for {
+		var msg inbound
+		select {
+		case <-ctx.Done():
+			cancel()
+			return partial(&rb, emitted), emitted, ctx.Err()
+		case p := <-r.ctl:
+			producer = p
+			continue
+		case msg = <-r.in:
+		}
+		switch {
+		case msg.lost:
+			return partial(&rb, emitted), emitted, ErrNodeLost
+		case msg.batch != nil:
+			b := msg.batch
+			if b.Seq != next {
+				cancel()
+				return partial(&rb, emitted), emitted, &ProtocolError{Msg: "delta batch out of order"}
+			}
+			next++
+			for _, d := range b.Deltas {
+				ev := fromDelta(d)
+				rb.Apply(&ev)
+				emitted = true
+				if !w.Emit(ev) {
+					cancel()
+					return partial(&rb, emitted), emitted, context.Canceled
+				}
+			}
+			if producer == nil {
+				select {
+				case producer = <-r.ctl:
+				default:
+				}
+			}
+			if producer != nil {
+				send(n.sys, producer, &clusterpb.Credit{Stream: id, Batches: 1})
+			} else {
+				// The producer's address arrives with StreamOpened, which
+				// it sends before any batch.
+				return partial(&rb, emitted), emitted, &ProtocolError{Msg: "delta batch before the stream was opened"}
+			}
+		case msg.end != nil:
+			e := msg.end
+			if e.Seq != next {
+				return partial(&rb, emitted), emitted, &ProtocolError{Msg: "stream end out of order"}
+			}
+			var res *llm.ChatResult
+			if len(e.ResultJson) > 0 {
+				res = new(llm.ChatResult)
+				if err := json.Unmarshal(e.ResultJson, res); err != nil {
+					return partial(&rb, emitted), emitted, &ProtocolError{Msg: "undecodable result: " + err.Error()}
+				}
+			}
+			if producer == nil {
+				select {
+				case producer = <-r.ctl:
+				default:
+				}
+			}
+			if producer != nil {
+				send(n.sys, producer, &clusterpb.StreamCancel{Stream: id}) // release it
+			}
+			if err := fromFailure(e.Err); err != nil {
+				return res, emitted, err
+			}
+			return res, emitted, nil
+		}
+	}
+}
+
+// partial is the result so far, for an error after events were emitted.
+func partial(rb *llm.ResultBuilder, emitted bool) *llm.ChatResult {
+	if !emitted {
+		return nil
+	}
+	return rb.Result()
+}
+
+// workerActor is the well-known actor on every member that starts
+// producers for remote streams.
+type workerActor struct{ n *Node }
+
+func (a *workerActor) Receive(c actor.Context) {
+	m, ok := c.Message().(*clusterpb.StreamOpen)
+	if !ok {
+		return
+	}
+	recv := fromRef(m.Receiver)
+	if recv == nil {
+		return
+	}
+	if a.n.rt == nil {
+		send(c.ActorSystem(), recv, &clusterpb.StreamEnd{Stream: m.Stream, Seq: 1, Err: toFailure(errNoMembers)})
+		return
+	}
+	window := int(m.Window)
+	if window <= 0 || window > 1024 {
+		window = defaultWindow
+	}
+	p := &producerActor{n: a.n, open: m, recv: recv, credits: make(chan int32, window+1), window: window, released: make(chan struct{})}
+	c.Spawn(actor.PropsFromProducer(func() actor.Actor { return p }))
+}
+
+// producerActor runs one remote stream on the worker's node.
+type producerActor struct {
+	n       *Node
+	open    *clusterpb.StreamOpen
+	recv    *actor.PID
+	window  int
+	credits chan int32
+	cancel  context.CancelFunc
+
+	released     chan struct{}
+	releasedOnce sync.Once
+}
+
+func (p *producerActor) release() { p.releasedOnce.Do(func() { close(p.released) }) }
+
+func (p *producerActor) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case *actor.Started:
+		c.Watch(p.recv)
+		sendAs(c.ActorSystem(), p.recv, &clusterpb.StreamOpened{Stream: p.open.Stream, Producer: toRef(c.Self())}, c.Self())
+		ctx, cancel := context.WithCancel(p.n.base)
+		p.cancel = cancel
+		self, sys := c.Self(), c.ActorSystem()
+		go func() {
+			defer sys.Root.Stop(self)
+			if p.run(ctx, sys) {
+				// The receiver releases the producer once it has the end
+				// (a Terminated it saw before the end would read as a
+				// lost node); a receiver gone silent is given up on.
+				t := time.NewTimer(time.Minute)
+				defer t.Stop()
+				select {
+				case <-p.released:
+				case <-t.C:
+				}
+			}
+		}()
+	case *clusterpb.Credit:
+		if m.Stream == p.open.Stream {
+			select {
+			case p.credits <- m.Batches:
+			default: // more credit than window: a broken receiver; ignore
+			}
+		}
+	case *clusterpb.StreamCancel:
+		if m.Stream == p.open.Stream {
+			p.cancel()
+			p.release()
+		}
+	case *actor.Terminated:
+		p.cancel() // the caller's node is gone
+		p.release()
+	case *actor.Stopped:
+		if p.cancel != nil {
+			p.cancel()
+		}
+	}
+}
+
+// run streams the call; it reports whether it sent the end.
+func (p *producerActor) run(ctx context.Context, sys *actor.ActorSystem) bool {
+	defer p.cancel()
+	id := p.open.Stream
+	var seq uint64
+	end := func(res *llm.ChatResult, err error) {
+		seq++
+		e := &clusterpb.StreamEnd{Stream: id, Seq: seq, Err: toFailure(err)}
+		if res != nil {
+			e.ResultJson, _ = json.Marshal(res)
+		}
+		send(sys, p.recv, e)
+	}
+	var req llm.ChatRequest
+	if err := json.Unmarshal(p.open.RequestJson, &req); err != nil {
+		end(nil, &llm.ConfigError{Field: "request", Msg: "undecodable: " + err.Error()})
+		return true
+	}
+	s, err := p.n.rt.Stream(ctx, &req)
+	if err != nil {
+		end(nil, err)
+		return true
+	}
+	defer s.Close()
+	credit := p.window
+	events := s.Events()
+	for {
+		// Block for the first event of a batch, then take what is ready.
+		ev, ok := <-events
+		if !ok {
+			break
+		}
+		batch := make([]*clusterpb.Delta, 0, 8)
+		d := new(clusterpb.Delta)
+		toDelta(&ev, d)
+		batch = append(batch, d)
+	fill:
+		for len(batch) < maxBatch {
+			select {
+			case ev, ok := <-events:
+				if !ok {
+					break fill
+				}
+				d := new(clusterpb.Delta)
+				toDelta(&ev, d)
+				batch = append(batch, d)
+			default:
+				break fill
+			}
+		}
+		for credit == 0 {
+			select {
+			case n := <-p.credits:
+				credit += int(n)
+			case <-ctx.Done():
+				return false
+			}
+		}
+		credit--
+		seq++
+		send(sys, p.recv, &clusterpb.DeltaBatch{Stream: id, Seq: seq, Deltas: batch})
+	}
+	res, err := s.Result()
+	if ctx.Err() != nil {
+		return false // cancelled by the caller, or its node is gone: nobody listens
+	}
+	end(res, err)
+	return true
+}

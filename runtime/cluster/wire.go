@@ -1,0 +1,313 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/chorusrt/chorus/actors"
+	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/runtime/cluster/clusterpb"
+)
+
+// Every message that leaves a node goes through these helpers, typed
+// proto.Message: a plain struct does not compile here, and
+// TestOnlyProtoCrossesNodes checks that nothing in this package sends any
+// other way.
+
+// send delivers m to pid from the root context.
+func send(sys *actor.ActorSystem, pid *actor.PID, m proto.Message) { sys.Root.Send(pid, m) }
+
+// sendAs delivers m to pid with from as its sender (the address replies go to).
+func sendAs(sys *actor.ActorSystem, pid *actor.PID, m proto.Message, from *actor.PID) {
+	sys.Root.RequestWithCustomSender(pid, m, from)
+}
+
+// respond answers the message being handled.
+func respond(ctx actor.Context, m proto.Message) { ctx.Respond(m) }
+
+// request sends m and waits for the proto reply.
+func request(sys *actor.ActorSystem, pid *actor.PID, m proto.Message, timeout time.Duration) (proto.Message, error) {
+	r, err := sys.Root.RequestFuture(pid, m, timeout).Result()
+	if err != nil {
+		return nil, err
+	}
+	pm, ok := r.(proto.Message)
+	if !ok {
+		return nil, &ProtocolError{Msg: "reply is not a protobuf message"}
+	}
+	return pm, nil
+}
+
+// ProtocolError is a message from another node that breaks the protocol
+// (out of order, of the wrong type, undecodable).
+type ProtocolError struct{ Msg string }
+
+func (e *ProtocolError) Error() string { return "cluster: protocol: " + e.Msg }
+
+// ErrNodeLost is the error of a call whose remote side went away (its node
+// died or left) before the call ended. Before the first event it is
+// retried on another node; after, the partial result comes with it.
+var ErrNodeLost = errors.New("cluster: node lost")
+
+func toRef(p *actor.PID) *clusterpb.Ref {
+	if p == nil {
+		return nil
+	}
+	return &clusterpb.Ref{Address: p.Address, Id: p.Id}
+}
+
+func fromRef(r *clusterpb.Ref) *actor.PID {
+	if r == nil || r.Id == "" {
+		return nil
+	}
+	return actor.NewPID(r.Address, r.Id)
+}
+
+// ---- events ----
+
+func toDelta(ev *llm.Event, d *clusterpb.Delta) {
+	d.Type = int32(ev.Type)
+	d.Text = ev.Text
+	d.ToolIndex = int32(ev.ToolIndex)
+	d.ToolCallId = ev.ToolCallID
+	d.ToolName = ev.ToolName
+	d.Signature = ev.Signature
+	d.Finish = string(ev.Finish)
+	if ev.Usage != nil {
+		d.Usage = toUsage(ev.Usage)
+	}
+}
+
+func fromDelta(d *clusterpb.Delta) llm.Event {
+	ev := llm.Event{
+		Type: llm.EventType(d.Type), Text: d.Text, ToolIndex: int(d.ToolIndex), ToolCallID: d.ToolCallId,
+		ToolName: d.ToolName, Signature: d.Signature, Finish: llm.FinishReason(d.Finish),
+	}
+	if d.Usage != nil {
+		u := fromUsage(d.Usage)
+		ev.Usage = &u
+	}
+	return ev
+}
+
+func toUsage(u *llm.Usage) *clusterpb.Usage {
+	return &clusterpb.Usage{
+		PromptTokens: int64(u.PromptTokens), CompletionTokens: int64(u.CompletionTokens),
+		CacheReadTokens: int64(u.CacheReadTokens), CacheWriteTokens: int64(u.CacheWriteTokens),
+		ReasoningTokens: int64(u.ReasoningTokens),
+	}
+}
+
+func fromUsage(u *clusterpb.Usage) llm.Usage {
+	return llm.Usage{
+		PromptTokens: int(u.PromptTokens), CompletionTokens: int(u.CompletionTokens),
+		CacheReadTokens: int(u.CacheReadTokens), CacheWriteTokens: int(u.CacheWriteTokens),
+		ReasoningTokens: int(u.ReasoningTokens),
+	}
+}
+
+// ---- rate limits and admissions ----
+
+func toRateLimit(rl llm.RateLimit) *clusterpb.RateLimit {
+	return &clusterpb.RateLimit{
+		HasRequests: rl.HasRequests, LimitRequests: int64(rl.LimitRequests), RemainingRequests: int64(rl.RemainingRequests), ResetRequestsNano: int64(rl.ResetRequests),
+		HasTokens: rl.HasTokens, LimitTokens: int64(rl.LimitTokens), RemainingTokens: int64(rl.RemainingTokens), ResetTokensNano: int64(rl.ResetTokens),
+	}
+}
+
+func fromRateLimit(p *clusterpb.RateLimit) llm.RateLimit {
+	if p == nil {
+		return llm.RateLimit{}
+	}
+	return llm.RateLimit{
+		HasRequests: p.HasRequests, LimitRequests: int(p.LimitRequests), RemainingRequests: int(p.RemainingRequests), ResetRequests: time.Duration(p.ResetRequestsNano),
+		HasTokens: p.HasTokens, LimitTokens: int(p.LimitTokens), RemainingTokens: int(p.RemainingTokens), ResetTokens: time.Duration(p.ResetTokensNano),
+	}
+}
+
+func toFinished(f actors.RequestFinished, owner uint64) *clusterpb.RequestFinished {
+	return &clusterpb.RequestFinished{
+		Seq: f.Seq, Owner: owner, Status: int32(f.Status), RateLimited: f.RateLimited, RetryAfterNano: int64(f.RetryAfter),
+		Failed: f.Failed, RateLimit: toRateLimit(f.RateLimit),
+		PromptTokens: int64(f.Usage.PromptTokens), CompletionTokens: int64(f.Usage.CompletionTokens),
+	}
+}
+
+func fromFinished(p *clusterpb.RequestFinished) actors.RequestFinished {
+	return actors.RequestFinished{
+		Seq: p.Seq, Status: int(p.Status), RateLimited: p.RateLimited, RetryAfter: time.Duration(p.RetryAfterNano), Failed: p.Failed,
+		RateLimit: fromRateLimit(p.RateLimit),
+		Usage:     llm.Usage{PromptTokens: int(p.PromptTokens), CompletionTokens: int(p.CompletionTokens)},
+	}
+}
+
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromUnixNano(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+// ---- errors ----
+
+// wireErr is the JSON of a Failure: the fields of the llm error types, so
+// that the caller gets the same typed error it would get locally.
+type wireErr struct {
+	Kind        string               `json:"kind"`
+	Msg         string               `json:"msg,omitempty"`
+	Config      *llm.ConfigError     `json:"config,omitempty"`
+	API         *llm.APIError        `json:"api,omitempty"`
+	RateLimit   *llm.RateLimitError  `json:"rate_limit,omitempty"`
+	Unsupported *llm.UnsupportedError `json:"unsupported,omitempty"`
+	Provider    string               `json:"provider,omitempty"`
+	Partial     *llm.ChatResult      `json:"partial,omitempty"`
+	Inner       *wireErr             `json:"inner,omitempty"`
+	RetryAt     time.Time            `json:"retry_at,omitzero"`
+}
+
+// sentinels are errors that cross a node by name.
+var sentinels = map[string]error{
+	"idle_timeout":    llm.ErrIdleTimeout,
+	"premature_close": llm.ErrPrematureClose,
+	"overloaded":      llm.ErrOverloaded,
+	"rate_limited":    llm.ErrRateLimited,
+	"unsupported":     llm.ErrUnsupported,
+	"canceled":        context.Canceled,
+	"deadline":        context.DeadlineExceeded,
+	"node_lost":       ErrNodeLost,
+	"closed":          actors.ErrClosed,
+}
+
+func encodeErr(err error) *wireErr {
+	if err == nil {
+		return nil
+	}
+	w := &wireErr{Kind: "other", Msg: err.Error()}
+	var (
+		se  *llm.StreamError
+		rl  *llm.RateLimitError
+		ae  *llm.APIError
+		ce  *llm.ConfigError
+		ue  *llm.UnsupportedError
+		te  *llm.TransportError
+		de  *llm.DecodeError
+		ref *actors.RefusedError
+	)
+	switch {
+	case errors.As(err, &se):
+		w.Kind, w.Partial, w.Inner = "stream", se.Partial, encodeErr(se.Err)
+	case errors.As(err, &ref):
+		w.Kind, w.Provider, w.Inner, w.RetryAt = "refused", ref.Provider, encodeErr(ref.Err), ref.RetryAt
+	case errors.As(err, &rl):
+		w.Kind, w.RateLimit = "rate_limit", rl
+	case errors.As(err, &ae):
+		w.Kind, w.API = "api", ae
+	case errors.As(err, &ce):
+		w.Kind, w.Config = "config", ce
+	case errors.As(err, &ue):
+		w.Kind, w.Unsupported = "unsupported_op", ue
+	case errors.As(err, &te):
+		w.Kind, w.Provider, w.Inner = "transport", te.Provider, encodeErr(te.Err)
+	case errors.As(err, &de):
+		w.Kind, w.Provider, w.Inner = "decode", de.Provider, encodeErr(de.Err)
+	case actors.ErrCoolingDown(err):
+		w.Kind = "cooling_down"
+	default:
+		for name, s := range sentinels {
+			if errors.Is(err, s) {
+				w.Kind = name
+				break
+			}
+		}
+	}
+	return w
+}
+
+func (w *wireErr) decode() error {
+	if w == nil {
+		return nil
+	}
+	switch w.Kind {
+	case "stream":
+		return &llm.StreamError{Partial: w.Partial, Err: orOther(w.Inner.decode(), w.Msg)}
+	case "refused":
+		return &actors.RefusedError{Provider: w.Provider, Err: orOther(w.Inner.decode(), w.Msg), RetryAt: w.RetryAt}
+	case "rate_limit":
+		if w.RateLimit != nil {
+			return w.RateLimit
+		}
+	case "api":
+		if w.API != nil {
+			return w.API
+		}
+	case "config":
+		if w.Config != nil {
+			return w.Config
+		}
+	case "unsupported_op":
+		if w.Unsupported != nil {
+			return w.Unsupported
+		}
+	case "transport":
+		return &llm.TransportError{Provider: w.Provider, Err: orOther(w.Inner.decode(), w.Msg)}
+	case "decode":
+		return &llm.DecodeError{Provider: w.Provider, Err: orOther(w.Inner.decode(), w.Msg)}
+	case "cooling_down":
+		return actors.CoolingDown()
+	}
+	if s, ok := sentinels[w.Kind]; ok {
+		return s
+	}
+	return &RemoteError{Msg: w.Msg}
+}
+
+func orOther(err error, msg string) error {
+	if err != nil {
+		return err
+	}
+	return &RemoteError{Msg: msg}
+}
+
+// RemoteError is an error from another node whose type does not cross:
+// its text only.
+type RemoteError struct{ Msg string }
+
+func (e *RemoteError) Error() string { return e.Msg }
+
+func toFailure(err error) *clusterpb.Failure {
+	if err == nil {
+		return nil
+	}
+	w := encodeErr(err)
+	b, jerr := json.Marshal(w)
+	if jerr != nil {
+		b = nil
+	}
+	return &clusterpb.Failure{Kind: w.Kind, Json: b, Message: err.Error()}
+}
+
+func fromFailure(f *clusterpb.Failure) error {
+	if f == nil {
+		return nil
+	}
+	var w wireErr
+	if len(f.Json) == 0 || json.Unmarshal(f.Json, &w) != nil {
+		return &RemoteError{Msg: f.Message}
+	}
+	return w.decode()
+}
+
+// sendFrom sends m from inside an actor.
+func sendFrom(ctx actor.SenderContext, pid *actor.PID, m proto.Message) { ctx.Send(pid, m) }
