@@ -653,6 +653,46 @@ func (m *Manager) Close(ctx context.Context) error {
 	return firstErr
 }
 
+// Passivate stops one session's actor, as Close does for every session:
+// no new step starts, a running model call is cancelled, and running tool
+// attempts end and are recorded (until ctx ends; an attempt still running
+// then is left to the crash rules, as after a crash). The session stays in
+// the journal: the next call naming it activates it again, and it
+// recovers where it stopped. Passivate reports whether the session was
+// idle (awaiting a user message, nothing queued, no approval pending);
+// a session that is not active is idle. A cluster node passivates the
+// sessions it hands to another node.
+func (m *Manager) Passivate(ctx context.Context, id string) (idle bool, err error) {
+	if err := checkID(id); err != nil {
+		return false, err
+	}
+	m.mu.Lock()
+	e, ok := m.actors[id]
+	m.mu.Unlock()
+	if !ok {
+		return true, nil
+	}
+	select {
+	case <-e.stopped:
+		return true, nil
+	default:
+	}
+	idle = true
+	if v, err := m.ask(ctx, e, msgSnapshot{}); err == nil {
+		if s, _ := v.(*Snapshot); s != nil {
+			idle = s.Step == StepAwaitUserMessage && len(s.Queued) == 0 && len(s.Pending) == 0
+		}
+	} else if !errors.Is(err, ErrUnknownSession) {
+		idle = false
+	}
+	_, cerr := m.ask(ctx, e, msgClose{})
+	_ = m.sys.Root.StopFuture(e.pid).Wait()
+	if cerr != nil && !errors.Is(cerr, ErrClosed) && !errors.Is(cerr, errNotDelivered) {
+		return idle, cerr
+	}
+	return idle, nil
+}
+
 // hookAt calls the test hook.
 func (m *Manager) hookAt(point string) {
 	if m.hook != nil {

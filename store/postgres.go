@@ -70,6 +70,13 @@ var pgSchema = []string{
 		data    bytea       NOT NULL,
 		at      timestamptz NOT NULL
 	)`,
+	`CREATE TABLE IF NOT EXISTS ` + tableLeases + ` (
+		session    text        PRIMARY KEY,
+		holder     text        NOT NULL,
+		epoch      bigint      NOT NULL CHECK (epoch > 0),
+		expires_at timestamptz NOT NULL
+	)`,
+	`CREATE INDEX IF NOT EXISTS ` + tableLeases + `_expires ON ` + tableLeases + ` (expires_at) WHERE holder <> ''`,
 	`INSERT INTO chorus_journal_meta (version) VALUES (` + strconv.Itoa(schemaVersion) + `) ON CONFLICT (id) DO NOTHING`,
 }
 
@@ -253,7 +260,7 @@ func closeConn(c *pgx.Conn) {
 // when the call was cut short by its context the result matches the
 // context's error.
 func (p *Postgres) wrap(ctx context.Context, op string, err error) error {
-	if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
+	if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrLeaseHeld) || errors.Is(err, ErrLeaseLost) {
 		return err
 	}
 	ctxErr := ctx.Err()
@@ -461,3 +468,266 @@ func (p *Postgres) Close() error {
 // pgDialTimeout bounds each new connection when the DSN sets no
 // connect_timeout.
 const pgDialTimeout = 30 * time.Second
+
+// The lease statements. Expiry is judged by the server's clock (now(), the
+// start of the statement's transaction), so that the clocks of the machines
+// sharing the database do not matter. The ttl parameter is in microseconds.
+const (
+	// pgAcquire grants the lease unless another holder holds it unexpired;
+	// a conflicting row is locked (even when not updated) until the
+	// transaction ends, so that pgLeaseHolder reads the holder that won.
+	pgAcquire = `INSERT INTO ` + tableLeases + ` AS l (session, holder, epoch, expires_at)
+	VALUES ($1, $2, 1, now() + $3::bigint * interval '1 microsecond')
+	ON CONFLICT (session) DO UPDATE SET
+		epoch = CASE WHEN l.holder = EXCLUDED.holder AND l.expires_at > now() THEN l.epoch ELSE l.epoch + 1 END,
+		holder = EXCLUDED.holder,
+		expires_at = EXCLUDED.expires_at
+	WHERE l.holder = EXCLUDED.holder OR l.holder = '' OR l.expires_at <= now()
+	RETURNING epoch, expires_at`
+
+	pgLeaseHolder = `SELECT holder, expires_at FROM ` + tableLeases + ` WHERE session = $1`
+
+	// pgRenew locks the holder's leases in session order (two renewals
+	// never deadlock) and extends them.
+	pgRenew = `WITH mine AS (
+		SELECT l.session FROM ` + tableLeases + ` AS l
+		JOIN unnest($2::text[], $3::bigint[]) AS h(session, epoch) ON l.session = h.session AND l.epoch = h.epoch
+		WHERE l.holder = $1
+		ORDER BY l.session COLLATE "C"
+		FOR UPDATE OF l
+	)
+	UPDATE ` + tableLeases + ` AS l SET expires_at = now() + $4::bigint * interval '1 microsecond'
+	FROM mine WHERE l.session = mine.session
+	RETURNING l.session`
+
+	// pgRelease keeps the row, holder emptied, so that the next grant's
+	// epoch is higher.
+	pgRelease = `UPDATE ` + tableLeases + ` SET holder = '', expires_at = now()
+	WHERE session = $1 AND holder = $2 AND epoch = $3`
+
+	pgExpired = `SELECT session, holder, epoch, expires_at FROM ` + tableLeases + `
+	WHERE holder <> '' AND expires_at <= now()
+	ORDER BY expires_at, session COLLATE "C"
+	LIMIT $1`
+
+	// pgLeaseOK checks a lease and reads the session's last seq, for an
+	// AppendLeased of no records.
+	pgLeaseOK = `SELECT EXISTS (SELECT 1 FROM ` + tableLeases + ` WHERE session = $1 AND holder = $2 AND epoch = $3),
+		COALESCE((SELECT last_seq FROM ` + tableSessions + ` WHERE session = $1), 0)`
+)
+
+// The AppendLeased statements: the append statements behind a share lock on
+// the session's lease row, taken only when the row names the lease's holder
+// and epoch. An Acquire that would hand the lease over waits for the append
+// to commit; an append that comes after the hand-over (or waited for it)
+// finds the row changed, claims nothing and writes nothing. The result says
+// whether the lease was current and how many records were inserted.
+const (
+	pgLeasedAppendNew = `WITH lease AS (
+		SELECT 1 FROM ` + tableLeases + ` WHERE session = $1 AND holder = $7 AND epoch = $8 FOR SHARE
+	), claim AS (
+		INSERT INTO ` + tableSessions + ` (session, last_seq, updated_at)
+		SELECT $1::text, $2::bigint, $3::timestamptz WHERE EXISTS (SELECT 1 FROM lease)
+		ON CONFLICT (session) DO NOTHING
+		RETURNING 1
+	), ins AS (
+		INSERT INTO ` + tableRecords + ` (session, seq, kind, data, at)
+		SELECT $1, r.seq, r.kind, r.data, $3
+		FROM unnest($4::bigint[], $5::text[], $6::bytea[]) AS r(seq, kind, data)
+		WHERE EXISTS (SELECT 1 FROM claim)
+		RETURNING 1
+	)
+	SELECT EXISTS (SELECT 1 FROM lease), (SELECT count(*) FROM ins)`
+
+	pgLeasedAppendNext = `WITH lease AS (
+		SELECT 1 FROM ` + tableLeases + ` WHERE session = $1 AND holder = $8 AND epoch = $9 FOR SHARE
+	), claim AS (
+		UPDATE ` + tableSessions + ` SET last_seq = $2, updated_at = $3
+		WHERE session = $1 AND last_seq = $7 AND EXISTS (SELECT 1 FROM lease)
+		RETURNING 1
+	), ins AS (
+		INSERT INTO ` + tableRecords + ` (session, seq, kind, data, at)
+		SELECT $1, r.seq, r.kind, r.data, $3
+		FROM unnest($4::bigint[], $5::text[], $6::bytea[]) AS r(seq, kind, data)
+		WHERE EXISTS (SELECT 1 FROM claim)
+		RETURNING 1
+	)
+	SELECT EXISTS (SELECT 1 FROM lease), (SELECT count(*) FROM ins)`
+)
+
+// Acquire implements Leaser. Expires is the server's now() plus ttl.
+func (p *Postgres) Acquire(ctx context.Context, session, holder string, ttl time.Duration) (Lease, error) {
+	if err := validateAcquire(session, holder, ttl); err != nil {
+		return Lease{}, err
+	}
+	l := Lease{Session: session, Holder: holder}
+	// Idempotent: a retry after a commit whose answer was lost finds the
+	// holder holding the lease and returns it, same epoch.
+	err := p.do(ctx, "acquire lease", true, func(c *pgx.Conn) error {
+		return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
+			err := tx.QueryRow(ctx, pgAcquire, session, holder, ttlMicros(ttl)).Scan(&l.Epoch, &l.Expires)
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			held := &LeaseHeldError{Session: session}
+			if err := tx.QueryRow(ctx, pgLeaseHolder, session).Scan(&held.Holder, &held.Expires); err != nil {
+				return err
+			}
+			held.Expires = held.Expires.UTC()
+			return held
+		})
+	})
+	if err != nil {
+		return Lease{}, err
+	}
+	l.Expires = l.Expires.UTC()
+	return l, nil
+}
+
+// Renew implements Leaser: one statement locks and extends the leases.
+func (p *Postgres) Renew(ctx context.Context, holder string, ttl time.Duration, held map[string]int64) ([]string, error) {
+	sessions, err := validateRenew(holder, ttl, held)
+	if err != nil {
+		return nil, err
+	}
+	epochs := make([]int64, len(sessions))
+	for i, s := range sessions {
+		epochs[i] = held[s]
+	}
+	kept := map[string]bool{}
+	err = p.do(ctx, "renew leases", true, func(c *pgx.Conn) error {
+		clear(kept)
+		if len(sessions) == 0 {
+			return nil
+		}
+		rows, err := c.Query(ctx, pgRenew, holder, sessions, epochs, ttlMicros(ttl))
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var s string
+			if err := rows.Scan(&s); err != nil {
+				rows.Close()
+				return err
+			}
+			kept[s] = true
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return lostSessions(sessions, kept), nil
+}
+
+// Release implements Leaser.
+func (p *Postgres) Release(ctx context.Context, l Lease) error {
+	if err := validateLease(l); err != nil {
+		return err
+	}
+	return p.do(ctx, "release lease", true, func(c *pgx.Conn) error {
+		_, err := c.Exec(ctx, pgRelease, l.Session, l.Holder, l.Epoch)
+		return err
+	})
+}
+
+// Expired implements Leaser; expiry is judged by the server's clock.
+func (p *Postgres) Expired(ctx context.Context, limit int) ([]Lease, error) {
+	if err := validateLimit(limit); err != nil {
+		return nil, err
+	}
+	var out []Lease
+	err := p.do(ctx, "expired leases", true, func(c *pgx.Conn) error {
+		out = out[:0]
+		if limit == 0 {
+			return nil
+		}
+		rows, err := c.Query(ctx, pgExpired, limit)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var l Lease
+			if err := rows.Scan(&l.Session, &l.Holder, &l.Epoch, &l.Expires); err != nil {
+				rows.Close()
+				return err
+			}
+			l.Expires = l.Expires.UTC()
+			out = append(out, l)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// AppendLeased implements Leaser: one statement checks the lease (holding a
+// share lock on it until the commit), claims the seq and inserts the
+// records, so it is one round trip, as Append is.
+func (p *Postgres) AppendLeased(ctx context.Context, l Lease, expectedSeq int64, recs ...Record) (int64, error) {
+	if err := validateAppend(l.Session, expectedSeq, recs); err != nil {
+		return 0, err
+	}
+	if err := checkID("holder", l.Holder); err != nil {
+		return 0, err
+	}
+	session := l.Session
+	if len(recs) == 0 {
+		var ok bool
+		var cur int64
+		err := p.do(ctx, "append", true, func(c *pgx.Conn) error {
+			return c.QueryRow(ctx, pgLeaseOK, session, l.Holder, l.Epoch).Scan(&ok, &cur)
+		})
+		switch {
+		case err != nil:
+			return 0, err
+		case !ok:
+			return 0, leaseLost(l)
+		case cur != expectedSeq:
+			return 0, conflict(session, expectedSeq)
+		}
+		return cur, nil
+	}
+	last := expectedSeq + int64(len(recs))
+	seqs := make([]int64, len(recs))
+	kinds := make([]string, len(recs))
+	datas := make([][]byte, len(recs))
+	for i, r := range recs {
+		seqs[i] = expectedSeq + 1 + int64(i)
+		kinds[i] = r.Kind
+		datas[i] = nonNil(r.Data)
+	}
+	at := now()
+	err := p.do(ctx, "append", false, func(c *pgx.Conn) error {
+		var leaseOK bool
+		var inserted int64
+		var err error
+		if expectedSeq == 0 {
+			err = c.QueryRow(ctx, pgLeasedAppendNew, session, last, at, seqs, kinds, datas, l.Holder, l.Epoch).Scan(&leaseOK, &inserted)
+		} else {
+			err = c.QueryRow(ctx, pgLeasedAppendNext, session, last, at, seqs, kinds, datas, expectedSeq, l.Holder, l.Epoch).Scan(&leaseOK, &inserted)
+		}
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation: the seqs are taken
+			return conflict(session, expectedSeq)
+		}
+		switch {
+		case err != nil:
+			return err
+		case !leaseOK:
+			return leaseLost(l)
+		case inserted == int64(len(recs)):
+			return nil
+		case inserted == 0:
+			return conflict(session, expectedSeq)
+		default:
+			return fmt.Errorf("inserted %d of %d records", inserted, len(recs))
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	return last, nil
+}

@@ -45,8 +45,8 @@ type SQLite struct {
 
 var _ Journal = (*SQLite)(nil)
 
-// sqliteSchema creates the journal tables. records.at and sessions.updated_at
-// are Unix microseconds, UTC.
+// sqliteSchema creates the journal tables. records.at, sessions.updated_at
+// and leases.expires_at are Unix microseconds, UTC.
 var sqliteSchema = []string{
 	`CREATE TABLE IF NOT EXISTS ` + tableSessions + ` (
 		session    TEXT    NOT NULL PRIMARY KEY,
@@ -67,6 +67,13 @@ var sqliteSchema = []string{
 		data    BLOB    NOT NULL,
 		at      INTEGER NOT NULL
 	) STRICT`,
+	`CREATE TABLE IF NOT EXISTS ` + tableLeases + ` (
+		session    TEXT    NOT NULL PRIMARY KEY,
+		holder     TEXT    NOT NULL,
+		epoch      INTEGER NOT NULL CHECK (epoch > 0),
+		expires_at INTEGER NOT NULL
+	) STRICT, WITHOUT ROWID`,
+	`CREATE INDEX IF NOT EXISTS ` + tableLeases + `_expires ON ` + tableLeases + ` (expires_at) WHERE holder <> ''`,
 }
 
 // OpenSQLite opens the journal in the SQLite database file at path, creating
@@ -260,42 +267,48 @@ func (s *SQLite) Append(ctx context.Context, session string, expectedSeq int64, 
 	if err := s.check(ctx); err != nil {
 		return 0, err
 	}
-	last := expectedSeq + int64(len(recs))
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		var cur int64
-		err := tx.QueryRowContext(ctx, `SELECT last_seq FROM `+tableSessions+` WHERE session = ?`, session).Scan(&cur)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return s.wrap(ctx, "append", err)
-		}
-		if cur != expectedSeq {
-			return conflict(session, expectedSeq)
-		}
-		if len(recs) == 0 {
-			return nil
-		}
-		at := now().UnixMicro()
-		stmt, err := tx.PrepareContext(ctx, `INSERT INTO `+tableRecords+` (session, seq, kind, data, at) VALUES (?, ?, ?, ?, ?)`)
-		if err != nil {
-			return s.wrap(ctx, "append", err)
-		}
-		defer stmt.Close()
-		for i, r := range recs {
-			if _, err := stmt.ExecContext(ctx, session, expectedSeq+1+int64(i), r.Kind, nonNil(r.Data), at); err != nil {
-				return s.wrap(ctx, "append", err)
-			}
-		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO `+tableSessions+` (session, last_seq, updated_at) VALUES (?, ?, ?)
-			ON CONFLICT (session) DO UPDATE SET last_seq = excluded.last_seq, updated_at = excluded.updated_at`,
-			session, last, at)
-		if err != nil {
-			return s.wrap(ctx, "append", err)
-		}
-		return nil
+		return s.appendTx(ctx, tx, session, expectedSeq, recs)
 	})
 	if err != nil {
 		return 0, err
 	}
-	return last, nil
+	return expectedSeq + int64(len(recs)), nil
+}
+
+// appendTx is the body of Append inside its write transaction: the
+// compare-and-set on the session's last seq, then the records.
+func (s *SQLite) appendTx(ctx context.Context, tx *sql.Tx, session string, expectedSeq int64, recs []Record) error {
+	var cur int64
+	err := tx.QueryRowContext(ctx, `SELECT last_seq FROM `+tableSessions+` WHERE session = ?`, session).Scan(&cur)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return s.wrap(ctx, "append", err)
+	}
+	if cur != expectedSeq {
+		return conflict(session, expectedSeq)
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	last := expectedSeq + int64(len(recs))
+	at := now().UnixMicro()
+	stmt, err := tx.PrepareContext(ctx, `INSERT INTO `+tableRecords+` (session, seq, kind, data, at) VALUES (?, ?, ?, ?, ?)`)
+	if err != nil {
+		return s.wrap(ctx, "append", err)
+	}
+	defer stmt.Close()
+	for i, r := range recs {
+		if _, err := stmt.ExecContext(ctx, session, expectedSeq+1+int64(i), r.Kind, nonNil(r.Data), at); err != nil {
+			return s.wrap(ctx, "append", err)
+		}
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO `+tableSessions+` (session, last_seq, updated_at) VALUES (?, ?, ?)
+		ON CONFLICT (session) DO UPDATE SET last_seq = excluded.last_seq, updated_at = excluded.updated_at`,
+		session, last, at)
+	if err != nil {
+		return s.wrap(ctx, "append", err)
+	}
+	return nil
 }
 
 // Read implements Journal.
@@ -423,4 +436,171 @@ func (s *SQLite) Close() error {
 		}
 	})
 	return s.cerr
+}
+
+// Acquire implements Leaser. Expiry is judged by this machine's clock
+// (every process sharing the file runs on it). The read of the current
+// lease and the grant are one write transaction, so that of processes
+// racing for a lease exactly one wins.
+func (s *SQLite) Acquire(ctx context.Context, session, holder string, ttl time.Duration) (Lease, error) {
+	if err := validateAcquire(session, holder, ttl); err != nil {
+		return Lease{}, err
+	}
+	if err := s.check(ctx); err != nil {
+		return Lease{}, err
+	}
+	var l Lease
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		at := now().UnixMicro()
+		expires := at + ttlMicros(ttl)
+		var cur string
+		var epoch, curExpires int64
+		err := tx.QueryRowContext(ctx, `SELECT holder, epoch, expires_at FROM `+tableLeases+` WHERE session = ?`, session).Scan(&cur, &epoch, &curExpires)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			epoch = 1
+		case err != nil:
+			return s.wrap(ctx, "acquire lease", err)
+		case cur == holder && curExpires > at: // extended, same epoch
+		case cur == "" || curExpires <= at:
+			epoch++
+		default:
+			return &LeaseHeldError{Session: session, Holder: cur, Expires: time.UnixMicro(curExpires).UTC()}
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO `+tableLeases+` (session, holder, epoch, expires_at) VALUES (?, ?, ?, ?)
+			ON CONFLICT (session) DO UPDATE SET holder = excluded.holder, epoch = excluded.epoch, expires_at = excluded.expires_at`,
+			session, holder, epoch, expires)
+		if err != nil {
+			return s.wrap(ctx, "acquire lease", err)
+		}
+		l = Lease{Session: session, Holder: holder, Epoch: epoch, Expires: time.UnixMicro(expires).UTC()}
+		return nil
+	})
+	if err != nil {
+		return Lease{}, err
+	}
+	return l, nil
+}
+
+// Renew implements Leaser: the leases are extended in one transaction.
+func (s *SQLite) Renew(ctx context.Context, holder string, ttl time.Duration, held map[string]int64) ([]string, error) {
+	sessions, err := validateRenew(holder, ttl, held)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.check(ctx); err != nil {
+		return nil, err
+	}
+	if len(sessions) == 0 {
+		return nil, nil
+	}
+	kept := map[string]bool{}
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		expires := now().UnixMicro() + ttlMicros(ttl)
+		stmt, err := tx.PrepareContext(ctx, `UPDATE `+tableLeases+` SET expires_at = ? WHERE session = ? AND holder = ? AND epoch = ?`)
+		if err != nil {
+			return s.wrap(ctx, "renew leases", err)
+		}
+		defer stmt.Close()
+		for _, session := range sessions {
+			res, err := stmt.ExecContext(ctx, expires, session, holder, held[session])
+			if err != nil {
+				return s.wrap(ctx, "renew leases", err)
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return s.wrap(ctx, "renew leases", err)
+			}
+			kept[session] = n > 0
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return lostSessions(sessions, kept), nil
+}
+
+// Release implements Leaser. The row stays, holder emptied, so that the
+// next grant's epoch is higher.
+func (s *SQLite) Release(ctx context.Context, l Lease) error {
+	if err := validateLease(l); err != nil {
+		return err
+	}
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	return s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE `+tableLeases+` SET holder = '', expires_at = ? WHERE session = ? AND holder = ? AND epoch = ?`,
+			now().UnixMicro(), l.Session, l.Holder, l.Epoch)
+		if err != nil {
+			return s.wrap(ctx, "release lease", err)
+		}
+		return nil
+	})
+}
+
+// Expired implements Leaser; expiry is judged by this machine's clock.
+func (s *SQLite) Expired(ctx context.Context, limit int) ([]Lease, error) {
+	if err := validateLimit(limit); err != nil {
+		return nil, err
+	}
+	if err := s.check(ctx); err != nil {
+		return nil, err
+	}
+	if limit == 0 {
+		return nil, nil
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT session, holder, epoch, expires_at FROM `+tableLeases+`
+		WHERE holder <> '' AND expires_at <= ? ORDER BY expires_at, session LIMIT ?`, now().UnixMicro(), limit)
+	if err != nil {
+		return nil, s.wrap(ctx, "expired leases", err)
+	}
+	defer rows.Close()
+	var out []Lease
+	for rows.Next() {
+		var l Lease
+		var expires int64
+		if err := rows.Scan(&l.Session, &l.Holder, &l.Epoch, &expires); err != nil {
+			return nil, s.wrap(ctx, "expired leases", err)
+		}
+		l.Expires = time.UnixMicro(expires).UTC()
+		out = append(out, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap(ctx, "expired leases", err)
+	}
+	return out, nil
+}
+
+// AppendLeased implements Leaser: the lease check and the append are one
+// write transaction.
+func (s *SQLite) AppendLeased(ctx context.Context, l Lease, expectedSeq int64, recs ...Record) (int64, error) {
+	if err := validateAppend(l.Session, expectedSeq, recs); err != nil {
+		return 0, err
+	}
+	if err := checkID("holder", l.Holder); err != nil {
+		return 0, err
+	}
+	if err := s.check(ctx); err != nil {
+		return 0, err
+	}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var holder string
+		var epoch int64
+		err := tx.QueryRowContext(ctx, `SELECT holder, epoch FROM `+tableLeases+` WHERE session = ?`, l.Session).Scan(&holder, &epoch)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return leaseLost(l)
+		case err != nil:
+			return s.wrap(ctx, "append", err)
+		case holder != l.Holder || epoch != l.Epoch:
+			return leaseLost(l)
+		}
+		return s.appendTx(ctx, tx, l.Session, expectedSeq, recs)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return expectedSeq + int64(len(recs)), nil
 }

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/chorusrt/chorus/actors"
-		"github.com/chorusrt/chorus/runtime"
+	"github.com/chorusrt/chorus/runtime"
 	"github.com/chorusrt/chorus/runtime/cluster/clusterpb"
 )
 

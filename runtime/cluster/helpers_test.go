@@ -2,9 +2,15 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -79,3 +85,51 @@ func closeAll(t testing.TB, nodes []*Node) {
 		}
 	}
 }
+
+// recorder is a loopback proxy in front of a fake provider that notes the
+// time and status of every answer.
+type recorder struct {
+	*httptest.Server
+	mu    sync.Mutex
+	marks []mark
+}
+
+type mark struct {
+	at     time.Time
+	status int
+}
+
+func newRecorder(target string) *recorder {
+	u, _ := url.Parse(target)
+	r := &recorder{}
+	p := httputil.NewSingleHostReverseProxy(u)
+	p.ModifyResponse = func(resp *http.Response) error {
+		r.mu.Lock()
+		r.marks = append(r.marks, mark{at: time.Now(), status: resp.StatusCode})
+		r.mu.Unlock()
+		return nil
+	}
+	r.Server = httptest.NewServer(p)
+	return r
+}
+
+// limited returns the 429s and how long after the first answer the last
+// one came.
+func (r *recorder) limited() (n int, last time.Duration, total int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.marks) == 0 {
+		return 0, 0, 0
+	}
+	first := r.marks[0].at
+	for _, m := range r.marks {
+		if m.status == http.StatusTooManyRequests {
+			n++
+			last = m.at.Sub(first)
+		}
+	}
+	return n, last, len(r.marks)
+}
+
+func errorsAs(err error, target any) bool { return errors.As(err, target) }
+func errorsIs(err, target error) bool    { return errors.Is(err, target) }

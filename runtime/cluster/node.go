@@ -306,9 +306,23 @@ func (n *Node) Close(ctx context.Context) error {
 		if n.rt != nil {
 			n.closeErr = n.rt.Close(ctx)
 		}
-		n.cl.Shutdown(true) // stops the actor system too
+		n.stopCluster()
 	})
 	return n.closeErr
+}
+
+// stopCluster leaves the cluster. A member leaves gracefully (gossiping
+// that it left, so others drop it at once); a client, which never
+// gossiped, just stops its remote and its membership polling.
+func (n *Node) stopCluster() {
+	defer func() { _ = recover() }() // Proto.Actor panics on some half-started states
+	if !n.cfg.Client {
+		n.cl.Shutdown(true) // stops the actor system too
+		return
+	}
+	_ = n.cl.Config.ClusterProvider.Shutdown(true)
+	n.sys.Shutdown()
+	n.cl.Remote.Shutdown(true)
 }
 
 func (n *Node) shutdownLocal() {

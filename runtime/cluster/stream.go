@@ -2,9 +2,9 @@ package cluster
 
 import (
 	"context"
-	"sync"
 	"encoding/json"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -172,35 +172,70 @@ func (r *receiverActor) Receive(c actor.Context) {
 // remoteOnce runs one attempt on target's node. It reports whether any
 // event reached the caller.
 func (n *Node) remoteOnce(ctx context.Context, target *actor.PID, body []byte, w *llm.StreamWriter) (*llm.ChatResult, bool, error) {
+	emitted := false
+	var rb llm.ResultBuilder
+	end, err := n.runFlow(ctx, target, func(id uint64, recv *actor.PID) {
+		sendAs(n.sys, target, &clusterpb.StreamOpen{Stream: id, RequestJson: body, Receiver: toRef(recv), Window: defaultWindow}, recv)
+	}, func(b *clusterpb.DeltaBatch) bool {
+		for _, d := range b.Deltas {
+			ev := fromDelta(d)
+			rb.Apply(&ev)
+			emitted = true
+			if !w.Emit(ev) {
+				return false
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return partial(&rb, emitted), emitted, err
+	}
+	var res *llm.ChatResult
+	if len(end.ResultJson) > 0 {
+		res = new(llm.ChatResult)
+		if err := json.Unmarshal(end.ResultJson, res); err != nil {
+			return partial(&rb, emitted), emitted, &ProtocolError{Msg: "undecodable result: " + err.Error()}
+		}
+	}
+	return res, emitted, fromFailure(end.Err)
+}
+
+// runFlow receives one flow on this node: it spawns the receiver, asks the
+// producer's side through open, hands every batch to onBatch in order
+// (granting one credit after each), and returns the end. onBatch returns
+// false when the caller stopped listening (context.Canceled then). A lost
+// producer node is ErrNodeLost.
+func (n *Node) runFlow(ctx context.Context, target *actor.PID, open func(id uint64, recv *actor.PID), onBatch func(*clusterpb.DeltaBatch) bool) (*clusterpb.StreamEnd, error) {
 	id := n.streamID.Add(1)
 	// Room for the whole window plus the end and a loss: the actor never
 	// blocks on a caller that stopped reading.
 	r := &receiverActor{stream: id, target: target, in: make(chan inbound, defaultWindow+4), ctl: make(chan *actor.PID, 1)}
 	pid := n.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return r }))
 	defer n.sys.Root.Stop(pid)
-	sendAs(n.sys, target, &clusterpb.StreamOpen{Stream: id, RequestJson: body, Receiver: toRef(pid), Window: defaultWindow}, pid)
+	open(id, pid)
 
 	var producer *actor.PID
-	cancel := func() {
+	known := func() *actor.PID {
 		if producer == nil {
 			select {
 			case producer = <-r.ctl:
 			default:
 			}
 		}
-		if producer != nil {
-			send(n.sys, producer, &clusterpb.StreamCancel{Stream: id})
+		return producer
+	}
+	cancel := func() {
+		if p := known(); p != nil {
+			send(n.sys, p, &clusterpb.StreamCancel{Stream: id})
 		}
 	}
-	emitted := false
 	var next uint64 = 1
-	var rb llm.ResultBuilder
 	for {
 		var msg inbound
 		select {
 		case <-ctx.Done():
 			cancel()
-			return partial(&rb, emitted), emitted, ctx.Err()
+			return nil, ctx.Err()
 		case p := <-r.ctl:
 			producer = p
 			continue
@@ -208,61 +243,30 @@ func (n *Node) remoteOnce(ctx context.Context, target *actor.PID, body []byte, w
 		}
 		switch {
 		case msg.lost:
-			return partial(&rb, emitted), emitted, ErrNodeLost
+			return nil, ErrNodeLost
 		case msg.batch != nil:
-			b := msg.batch
-			if b.Seq != next {
+			if msg.batch.Seq != next {
 				cancel()
-				return partial(&rb, emitted), emitted, &ProtocolError{Msg: "delta batch out of order"}
+				return nil, &ProtocolError{Msg: "batch out of order"}
 			}
 			next++
-			for _, d := range b.Deltas {
-				ev := fromDelta(d)
-				rb.Apply(&ev)
-				emitted = true
-				if !w.Emit(ev) {
-					cancel()
-					return partial(&rb, emitted), emitted, context.Canceled
-				}
+			if !onBatch(msg.batch) {
+				cancel()
+				return nil, context.Canceled
 			}
-			if producer == nil {
-				select {
-				case producer = <-r.ctl:
-				default:
-				}
+			p := known()
+			if p == nil {
+				// The producer's address comes with StreamOpened, which it
+				// sends before any batch.
+				return nil, &ProtocolError{Msg: "batch before the flow was opened"}
 			}
-			if producer != nil {
-				send(n.sys, producer, &clusterpb.Credit{Stream: id, Batches: 1})
-			} else {
-				// The producer's address arrives with StreamOpened, which
-				// it sends before any batch.
-				return partial(&rb, emitted), emitted, &ProtocolError{Msg: "delta batch before the stream was opened"}
-			}
+			send(n.sys, p, &clusterpb.Credit{Stream: id, Batches: 1})
 		case msg.end != nil:
-			e := msg.end
-			if e.Seq != next {
-				return partial(&rb, emitted), emitted, &ProtocolError{Msg: "stream end out of order"}
+			if msg.end.Seq != next {
+				return nil, &ProtocolError{Msg: "end out of order"}
 			}
-			var res *llm.ChatResult
-			if len(e.ResultJson) > 0 {
-				res = new(llm.ChatResult)
-				if err := json.Unmarshal(e.ResultJson, res); err != nil {
-					return partial(&rb, emitted), emitted, &ProtocolError{Msg: "undecodable result: " + err.Error()}
-				}
-			}
-			if producer == nil {
-				select {
-				case producer = <-r.ctl:
-				default:
-				}
-			}
-			if producer != nil {
-				send(n.sys, producer, &clusterpb.StreamCancel{Stream: id}) // release it
-			}
-			if err := fromFailure(e.Err); err != nil {
-				return res, emitted, err
-			}
-			return res, emitted, nil
+			cancel() // releases the producer
+			return msg.end, nil
 		}
 	}
 }
@@ -292,25 +296,31 @@ func (a *workerActor) Receive(c actor.Context) {
 		send(c.ActorSystem(), recv, &clusterpb.StreamEnd{Stream: m.Stream, Seq: 1, Err: toFailure(errNoMembers)})
 		return
 	}
-	window := int(m.Window)
-	if window <= 0 || window > 1024 {
-		window = defaultWindow
-	}
-	p := &producerActor{n: a.n, open: m, recv: recv, credits: make(chan int32, window+1), window: window, released: make(chan struct{})}
+	p := newProducer(a.n.base, m.Stream, recv, int(m.Window), a.n.chatBody(m.RequestJson))
 	c.Spawn(actor.PropsFromProducer(func() actor.Actor { return p }))
 }
 
-// producerActor runs one remote stream on the worker's node.
+// producerActor runs one flow (a remote stream, or a session's events) on
+// the node that produces it: it watches the receiver, takes its credit and
+// cancellation, and runs body on a goroutine.
 type producerActor struct {
-	n       *Node
-	open    *clusterpb.StreamOpen
+	stream  uint64
 	recv    *actor.PID
 	window  int
 	credits chan int32
 	cancel  context.CancelFunc
+	base    context.Context
+	body    func(ctx context.Context, out *flowOut) bool
 
 	released     chan struct{}
 	releasedOnce sync.Once
+}
+
+func newProducer(base context.Context, stream uint64, recv *actor.PID, window int, body func(context.Context, *flowOut) bool) *producerActor {
+	if window <= 0 || window > 1024 {
+		window = defaultWindow
+	}
+	return &producerActor{stream: stream, recv: recv, window: window, credits: make(chan int32, window+1), base: base, body: body, released: make(chan struct{})}
 }
 
 func (p *producerActor) release() { p.releasedOnce.Do(func() { close(p.released) }) }
@@ -319,13 +329,15 @@ func (p *producerActor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *actor.Started:
 		c.Watch(p.recv)
-		sendAs(c.ActorSystem(), p.recv, &clusterpb.StreamOpened{Stream: p.open.Stream, Producer: toRef(c.Self())}, c.Self())
-		ctx, cancel := context.WithCancel(p.n.base)
+		sendAs(c.ActorSystem(), p.recv, &clusterpb.StreamOpened{Stream: p.stream, Producer: toRef(c.Self())}, c.Self())
+		ctx, cancel := context.WithCancel(p.base)
 		p.cancel = cancel
 		self, sys := c.Self(), c.ActorSystem()
+		out := &flowOut{sys: sys, p: p, credit: p.window}
 		go func() {
 			defer sys.Root.Stop(self)
-			if p.run(ctx, sys) {
+			defer cancel()
+			if p.body(ctx, out) {
 				// The receiver releases the producer once it has the end
 				// (a Terminated it saw before the end would read as a
 				// lost node); a receiver gone silent is given up on.
@@ -338,19 +350,19 @@ func (p *producerActor) Receive(c actor.Context) {
 			}
 		}()
 	case *clusterpb.Credit:
-		if m.Stream == p.open.Stream {
+		if m.Stream == p.stream {
 			select {
 			case p.credits <- m.Batches:
-			default: // more credit than window: a broken receiver; ignore
+			default: // more credit than the window: a broken receiver; ignore
 			}
 		}
 	case *clusterpb.StreamCancel:
-		if m.Stream == p.open.Stream {
+		if m.Stream == p.stream {
 			p.cancel()
 			p.release()
 		}
 	case *actor.Terminated:
-		p.cancel() // the caller's node is gone
+		p.cancel() // the receiver's node is gone
 		p.release()
 	case *actor.Stopped:
 		if p.cancel != nil {
@@ -359,72 +371,88 @@ func (p *producerActor) Receive(c actor.Context) {
 	}
 }
 
-// run streams the call; it reports whether it sent the end.
-func (p *producerActor) run(ctx context.Context, sys *actor.ActorSystem) bool {
-	defer p.cancel()
-	id := p.open.Stream
-	var seq uint64
-	end := func(res *llm.ChatResult, err error) {
-		seq++
-		e := &clusterpb.StreamEnd{Stream: id, Seq: seq, Err: toFailure(err)}
-		if res != nil {
-			e.ResultJson, _ = json.Marshal(res)
+// flowOut sends a flow's batches, in order, within the receiver's credit.
+type flowOut struct {
+	sys    *actor.ActorSystem
+	p      *producerActor
+	seq    uint64
+	credit int
+}
+
+// batch sends one batch, waiting for credit; false when ctx ended first.
+func (o *flowOut) batch(ctx context.Context, deltas []*clusterpb.Delta, items [][]byte) bool {
+	for o.credit == 0 {
+		select {
+		case n := <-o.p.credits:
+			o.credit += int(n)
+		case <-ctx.Done():
+			return false
 		}
-		send(sys, p.recv, e)
 	}
-	var req llm.ChatRequest
-	if err := json.Unmarshal(p.open.RequestJson, &req); err != nil {
-		end(nil, &llm.ConfigError{Field: "request", Msg: "undecodable: " + err.Error()})
-		return true
+	o.credit--
+	o.seq++
+	send(o.sys, o.p.recv, &clusterpb.DeltaBatch{Stream: o.p.stream, Seq: o.seq, Deltas: deltas, Items: items})
+	return true
+}
+
+// end sends the last message.
+func (o *flowOut) end(res *llm.ChatResult, err error) {
+	o.seq++
+	e := &clusterpb.StreamEnd{Stream: o.p.stream, Seq: o.seq, Err: toFailure(err)}
+	if res != nil {
+		e.ResultJson, _ = json.Marshal(res)
 	}
-	s, err := p.n.rt.Stream(ctx, &req)
-	if err != nil {
-		end(nil, err)
-		return true
-	}
-	defer s.Close()
-	credit := p.window
-	events := s.Events()
-	for {
-		// Block for the first event of a batch, then take what is ready.
-		ev, ok := <-events
-		if !ok {
-			break
+	send(o.sys, o.p.recv, e)
+}
+
+// chatBody runs a model call on this node's runtime and relays its events:
+// it blocks for the first event of a batch, then takes what is ready.
+func (n *Node) chatBody(body []byte) func(context.Context, *flowOut) bool {
+	return func(ctx context.Context, out *flowOut) bool {
+		var req llm.ChatRequest
+		if err := json.Unmarshal(body, &req); err != nil {
+			out.end(nil, &llm.ConfigError{Field: "request", Msg: "undecodable: " + err.Error()})
+			return true
 		}
-		batch := make([]*clusterpb.Delta, 0, 8)
-		d := new(clusterpb.Delta)
-		toDelta(&ev, d)
-		batch = append(batch, d)
-	fill:
-		for len(batch) < maxBatch {
-			select {
-			case ev, ok := <-events:
-				if !ok {
+		s, err := n.rt.Stream(ctx, &req)
+		if err != nil {
+			out.end(nil, err)
+			return true
+		}
+		defer s.Close()
+		events := s.Events()
+		for {
+			ev, ok := <-events
+			if !ok {
+				break
+			}
+			batch := make([]*clusterpb.Delta, 0, 8)
+			d := new(clusterpb.Delta)
+			toDelta(&ev, d)
+			batch = append(batch, d)
+		fill:
+			for len(batch) < maxBatch {
+				select {
+				case ev, ok := <-events:
+					if !ok {
+						break fill
+					}
+					d := new(clusterpb.Delta)
+					toDelta(&ev, d)
+					batch = append(batch, d)
+				default:
 					break fill
 				}
-				d := new(clusterpb.Delta)
-				toDelta(&ev, d)
-				batch = append(batch, d)
-			default:
-				break fill
 			}
-		}
-		for credit == 0 {
-			select {
-			case n := <-p.credits:
-				credit += int(n)
-			case <-ctx.Done():
+			if !out.batch(ctx, batch, nil) {
 				return false
 			}
 		}
-		credit--
-		seq++
-		send(sys, p.recv, &clusterpb.DeltaBatch{Stream: id, Seq: seq, Deltas: batch})
+		res, err := s.Result()
+		if ctx.Err() != nil {
+			return false // cancelled by the caller, or its node is gone: nobody listens
+		}
+		out.end(res, err)
+		return true
 	}
-	res, err := s.Result()
-	if ctx.Err() != nil {
-		return false // cancelled by the caller, or its node is gone: nobody listens
-	}
-	end(res, err)
-	return true
 }

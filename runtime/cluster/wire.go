@@ -12,6 +12,8 @@ import (
 	"github.com/chorusrt/chorus/actors"
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/runtime/cluster/clusterpb"
+	"github.com/chorusrt/chorus/session"
+	"github.com/chorusrt/chorus/store"
 )
 
 // Every message that leaves a node goes through these helpers, typed
@@ -165,29 +167,45 @@ func fromUnixNano(n int64) time.Time {
 // wireErr is the JSON of a Failure: the fields of the llm error types, so
 // that the caller gets the same typed error it would get locally.
 type wireErr struct {
-	Kind        string               `json:"kind"`
-	Msg         string               `json:"msg,omitempty"`
-	Config      *llm.ConfigError     `json:"config,omitempty"`
-	API         *llm.APIError        `json:"api,omitempty"`
-	RateLimit   *llm.RateLimitError  `json:"rate_limit,omitempty"`
+	Kind        string                `json:"kind"`
+	Msg         string                `json:"msg,omitempty"`
+	Config      *llm.ConfigError      `json:"config,omitempty"`
+	API         *llm.APIError         `json:"api,omitempty"`
+	RateLimit   *llm.RateLimitError   `json:"rate_limit,omitempty"`
 	Unsupported *llm.UnsupportedError `json:"unsupported,omitempty"`
-	Provider    string               `json:"provider,omitempty"`
-	Partial     *llm.ChatResult      `json:"partial,omitempty"`
-	Inner       *wireErr             `json:"inner,omitempty"`
-	RetryAt     time.Time            `json:"retry_at,omitzero"`
+	Provider    string                `json:"provider,omitempty"`
+	Partial     *llm.ChatResult       `json:"partial,omitempty"`
+	Inner       *wireErr              `json:"inner,omitempty"`
+	Resolve     *resolveErr           `json:"resolve,omitempty"`
+	RetryAt     time.Time             `json:"retry_at,omitzero"`
+}
+
+// resolveErr is a session.ResolveError on the wire.
+type resolveErr struct {
+	Session, Interrupt, Reason string
+	Approved, Expired          bool
+	Err                        *wireErr
 }
 
 // sentinels are errors that cross a node by name.
 var sentinels = map[string]error{
-	"idle_timeout":    llm.ErrIdleTimeout,
-	"premature_close": llm.ErrPrematureClose,
-	"overloaded":      llm.ErrOverloaded,
-	"rate_limited":    llm.ErrRateLimited,
-	"unsupported":     llm.ErrUnsupported,
-	"canceled":        context.Canceled,
-	"deadline":        context.DeadlineExceeded,
-	"node_lost":       ErrNodeLost,
-	"closed":          actors.ErrClosed,
+	"idle_timeout":      llm.ErrIdleTimeout,
+	"premature_close":   llm.ErrPrematureClose,
+	"overloaded":        llm.ErrOverloaded,
+	"rate_limited":      llm.ErrRateLimited,
+	"unsupported":       llm.ErrUnsupported,
+	"canceled":          context.Canceled,
+	"deadline":          context.DeadlineExceeded,
+	"node_lost":         ErrNodeLost,
+	"closed":            actors.ErrClosed,
+	"session_closed":    session.ErrClosed,
+	"session_unknown":   session.ErrUnknownSession,
+	"no_active_turn":    session.ErrNoActiveTurn,
+	"unknown_interrupt": session.ErrUnknownInterrupt,
+	"already_resolved":  session.ErrAlreadyResolved,
+	"stale_interrupt":   session.ErrStaleInterrupt,
+	"lease_held":        store.ErrLeaseHeld,
+	"lease_lost":        store.ErrLeaseLost,
 }
 
 func encodeErr(err error) *wireErr {
@@ -204,6 +222,7 @@ func encodeErr(err error) *wireErr {
 		te  *llm.TransportError
 		de  *llm.DecodeError
 		ref *actors.RefusedError
+		re  *session.ResolveError
 	)
 	switch {
 	case errors.As(err, &se):
@@ -224,6 +243,9 @@ func encodeErr(err error) *wireErr {
 		w.Kind, w.Provider, w.Inner = "decode", de.Provider, encodeErr(de.Err)
 	case actors.ErrCoolingDown(err):
 		w.Kind = "cooling_down"
+	case errors.As(err, &re):
+		w.Kind = "resolve"
+		w.Resolve = &resolveErr{Session: re.Session, Interrupt: re.Interrupt, Approved: re.Approved, Expired: re.Expired, Reason: re.Reason, Err: encodeErr(re.Err)}
 	default:
 		for name, s := range sentinels {
 			if errors.Is(err, s) {
@@ -266,6 +288,10 @@ func (w *wireErr) decode() error {
 		return &llm.DecodeError{Provider: w.Provider, Err: orOther(w.Inner.decode(), w.Msg)}
 	case "cooling_down":
 		return actors.CoolingDown()
+	case "resolve":
+		if r := w.Resolve; r != nil {
+			return &session.ResolveError{Session: r.Session, Interrupt: r.Interrupt, Approved: r.Approved, Expired: r.Expired, Reason: r.Reason, Err: orOther(r.Err.decode(), w.Msg)}
+		}
 	}
 	if s, ok := sentinels[w.Kind]; ok {
 		return s

@@ -46,6 +46,16 @@ func Run(t *testing.T, open func(t *testing.T) store.Journal) {
 		{"ContextCanceled", testContextCanceled},
 		{"CancelUnderLoad", testCancelUnderLoad},
 		{"Reopen", testReopen},
+		{"LeaseAcquire", testLeaseAcquire},
+		{"LeaseEpochs", testLeaseEpochs},
+		{"LeaseRenew", testLeaseRenew},
+		{"LeaseRelease", testLeaseRelease},
+		{"LeaseExpired", testLeaseExpired},
+		{"LeaseAppend", testLeaseAppend},
+		{"LeaseRace", testLeaseRace},
+		{"LeasedAdapters", testLeasedAdapters},
+		{"LeaseContext", testLeaseContext},
+		{"LeaseReopen", testLeaseReopen},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })

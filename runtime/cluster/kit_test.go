@@ -1,0 +1,150 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/llmtest"
+	"github.com/chorusrt/chorus/session"
+	"github.com/chorusrt/chorus/store"
+)
+
+// pgDSN returns a DSN on a fresh schema of the PostgreSQL server named by
+// CHORUS_PG_DSN (.ci/postgres.sh sets it), or skips (fails under CI).
+func pgDSN(t testing.TB) string {
+	t.Helper()
+	base := os.Getenv("CHORUS_PG_DSN")
+	if base == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CHORUS_PG_DSN is required in CI: the cluster's sessions need PostgreSQL")
+		}
+		t.Skip("CHORUS_PG_DSN is not set (eval \"$(.ci/postgres.sh)\" starts a server)")
+	}
+	schema := "cluster_" + newToken()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// ledger records the side effects of the test tools, one line per effect,
+// in a file shared by the processes of a cluster (O_APPEND, synced).
+type ledger struct {
+	mu   sync.Mutex
+	path string
+}
+
+func (l *ledger) write(line string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f, err := os.OpenFile(l.path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.WriteString(line + "\n"); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+// lines returns the ledger's lines and how many times each appears.
+func (l *ledger) lines(t testing.TB) map[string]int {
+	t.Helper()
+	b, err := os.ReadFile(l.path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, s := range strings.Split(string(bytes.TrimSpace(b)), "\n") {
+		if s != "" {
+			out[s]++
+		}
+	}
+	return out
+}
+
+// testTools are the tools every node of a test cluster registers: refund
+// (a non-idempotent write: one attempt, never repeated) and note (an
+// idempotent write with a key). Each writes its side effect to the
+// ledger, after a pause long enough for a node to be killed mid-call.
+func testTools(l *ledger, pause time.Duration) []session.Tool {
+	tool := func(name string, effect session.Effect) session.Tool {
+		return session.Tool{
+			Def:    llm.Tool{Name: name, Description: name, Parameters: json.RawMessage(`{"type":"object","properties":{"order":{"type":"string"}}}`)},
+			Effect: effect,
+			Handler: func(ctx context.Context, c session.Call) (session.Result, error) {
+				select {
+				case <-time.After(pause):
+				case <-ctx.Done():
+					return session.Result{}, ctx.Err()
+				}
+				line := fmt.Sprintf("%s %s/%d/%s", name, c.Session, c.Turn, c.ID)
+				if err := l.write(line); err != nil {
+					return session.Result{}, err
+				}
+				return session.Result{Content: `{"ok":true}`}, nil
+			},
+		}
+	}
+	return []session.Tool{tool("refund", session.EffectNonIdempotentWrite), tool("note", session.EffectIdempotentWrite)}
+}
+
+// agentResponder answers a session's model calls: a user message gets a
+// turn of two tool calls (refund and note), the function responses get
+// the answer "done".
+func agentResponder(r llmtest.Recorded) llmtest.Step {
+	var body struct {
+		Messages []struct {
+			Role string `json:"role"`
+		} `json:"messages"`
+	}
+	_ = json.Unmarshal(r.Body, &body)
+	if n := len(body.Messages); n > 0 && body.Messages[n-1].Role == "tool" {
+		return llmtest.Text("done")
+	}
+	return llmtest.ToolCalls(
+		llm.ToolCall{ID: "c1", Name: "refund", Arguments: `{"order":"7"}`},
+		llm.ToolCall{ID: "c2", Name: "note", Arguments: `{"order":"7"}`},
+	)
+}
+
+// sessionOptions are the sessions of a test node.
+func sessionOptions(t testing.TB, dsn string, l *ledger, pause time.Duration) *session.Options {
+	j, err := store.OpenPostgres(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	no := false
+	return &session.Options{
+		Journal: j, ModelName: "fake/m", Tools: testTools(l, pause),
+		Policy:       map[string]session.ToolPolicy{"refund": {RequireApproval: &no}},
+		RetryBackoff: 10 * time.Millisecond,
+	}
+}
