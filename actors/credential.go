@@ -322,3 +322,37 @@ func CoolingDown() error { return errCoolingDown }
 
 // Snapshot returns the credential's stats; only from the actor that owns it.
 func (c *Credential) Snapshot() Stats { return c.stats() }
+
+// Seed teaches a credential that knows nothing yet the limits another
+// holder of the key saw in a response at time at: a budget owner that
+// replaces one on a dead node starts from the nodes' latest headers
+// instead of probing blind. It still probes (a few requests in flight)
+// until its own first response, and is bounded by the seeded remainder
+// meanwhile. It does nothing once the credential has seen a response.
+func (c *Credential) Seed(rl llm.RateLimit, at time.Time) {
+	p := c.pacer
+	if p.observed || (!rl.HasRequests && !rl.HasTokens) {
+		return
+	}
+	now := time.Now()
+	age := now.Sub(at)
+	seed := func(b *budget, limit, remaining int, reset time.Duration) {
+		if limit <= 0 {
+			return
+		}
+		if reset > 0 && age >= reset {
+			remaining = limit // that window is over
+			reset = 0
+		} else if reset > 0 {
+			reset -= age
+		}
+		b.learn(p.seq, limit, remaining, reset, 0, now)
+	}
+	if rl.HasRequests {
+		seed(&p.reqs, rl.LimitRequests, rl.RemainingRequests, rl.ResetRequests)
+	}
+	if rl.HasTokens {
+		seed(&p.toks, rl.LimitTokens, rl.RemainingTokens, rl.ResetTokens)
+	}
+	p.last = rl
+}

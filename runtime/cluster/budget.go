@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/chorusrt/chorus/actors"
+	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/runtime"
 	"github.com/chorusrt/chorus/runtime/cluster/clusterpb"
 )
@@ -69,6 +70,9 @@ func (o *budgetOwner) Receive(c actor.Context) {
 		return
 	case *clusterpb.AdmitRequest:
 		o.init(c)
+		if m.Seen != nil {
+			o.cred.Seed(fromRateLimit(m.Seen), fromUnixNano(m.SeenUnixNano))
+		}
 		o.cred.Handle(c, actors.AdmitRequested{ID: m.Id, Cost: int(m.Cost), Deadline: fromUnixNano(m.DeadlineUnixNano)})
 	case *clusterpb.AdmitCancelled:
 		o.init(c)
@@ -150,6 +154,8 @@ type remoteAdmitter struct {
 
 	mu     sync.Mutex
 	grants map[uint64]grantRef // by local seq
+	seen   llm.RateLimit       // the latest limits a response reported
+	seenAt time.Time
 }
 
 var _ actors.Admitter = (*remoteAdmitter)(nil)
@@ -171,7 +177,13 @@ func (a *remoteAdmitter) Admit(ctx context.Context, cost int) (uint64, error) {
 		}
 		id := a.nextID.Add(1)
 		w := newWaiter(a.n, pid)
-		sendAs(a.n.sys, pid, &clusterpb.AdmitRequest{Id: id, Cost: int64(cost), DeadlineUnixNano: unixNano(dl)}, w.pid)
+		req := &clusterpb.AdmitRequest{Id: id, Cost: int64(cost), DeadlineUnixNano: unixNano(dl)}
+		a.mu.Lock()
+		if !a.seenAt.IsZero() {
+			req.Seen, req.SeenUnixNano = toRateLimit(a.seen), a.seenAt.UnixNano()
+		}
+		a.mu.Unlock()
+		sendAs(a.n.sys, pid, req, w.pid)
 		select {
 		case m := <-w.ch:
 			w.stop()
@@ -227,6 +239,9 @@ func (a *remoteAdmitter) Finish(f actors.RequestFinished) {
 	a.mu.Lock()
 	g, ok := a.grants[f.Seq]
 	delete(a.grants, f.Seq)
+	if f.RateLimit.HasRequests || f.RateLimit.HasTokens {
+		a.seen, a.seenAt = f.RateLimit, time.Now()
+	}
 	a.mu.Unlock()
 	if !ok {
 		return

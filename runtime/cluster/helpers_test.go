@@ -132,4 +132,4 @@ func (r *recorder) limited() (n int, last time.Duration, total int) {
 }
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
-func errorsIs(err, target error) bool    { return errors.Is(err, target) }
+func errorsIs(err, target error) bool     { return errors.Is(err, target) }

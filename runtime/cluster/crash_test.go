@@ -1,0 +1,232 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/llmtest"
+	"github.com/chorusrt/chorus/session"
+)
+
+// TestClusterSurvivesSIGKILL runs three member processes and this process
+// as a client, against one fake provider enforcing one key's limit, with
+// sessions (each turn calls a non-idempotent and an idempotent tool) and
+// a batch in flight; it kills the member holding the most sessions with
+// SIGKILL while tools run and batch items stream, and checks:
+//   - every session finishes, on a survivor, and no single-attempt write
+//     ran twice (ledger and journal agree: one attempt at most);
+//   - the batch has exactly one answer per custom_id, the right one;
+//   - the provider's 429s all fall in the first window, before the limit
+//     was known: the nodes together never overran the key afterwards.
+func TestClusterSurvivesSIGKILL(t *testing.T) {
+	dsn := pgDSN(t)
+	const window = time.Second
+	srv := llmtest.NewServer(llmtest.WithRateLimit(llmtest.RateLimit{Requests: 15, Window: window}))
+	defer srv.Close()
+	srv.SetResponder(clusterResponder)
+	rec := newRecorder(srv.URL)
+	defer rec.Close()
+	l := &ledger{path: filepath.Join(t.TempDir(), "ledger")}
+
+	addrs := freeAddrs(t, 4)
+	members, clientAddr := addrs[:3], addrs[3]
+	children := make([]*child, len(members))
+	var wg sync.WaitGroup
+	for i, a := range members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			children[i] = startChild(t, childSpec{Name: "crash", Bind: a, Peers: members, DSN: dsn, Provider: rec.URL + "/v1",
+				Ledger: l.path, Pause: 1500 * time.Millisecond, LeaseTTL: 1500 * time.Millisecond})
+		}()
+	}
+	wg.Wait()
+	defer func() {
+		for _, c := range children {
+			if c != nil {
+				c.stop(t)
+			}
+		}
+	}()
+	client, err := Join(context.Background(), Config{Name: "crash", Bind: clientAddr, Peers: members, Client: true, RefreshInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll(t, []*Node{client})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := client.WaitMembers(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+
+	// Sessions: each turn's tools pause 1.5s, so they run when the kill comes.
+	ss := client.Sessions()
+	ids := make([]string, 12)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("crash-%02d", i)
+		if err := ss.Send(ctx, ids[i], llm.UserText("refund order 7")); err != nil {
+			t.Fatalf("send %s: %v", ids[i], err)
+		}
+	}
+	// The batch: 60 items, 8 in flight, through the members in turn.
+	const items = 60
+	answers := make(map[string][]string)
+	var amu sync.Mutex
+	batchDone := make(chan error, 1)
+	go func() {
+		batchDone <- runTestBatch(ctx, client, items, func(id, answer string) {
+			amu.Lock()
+			answers[id] = append(answers[id], answer)
+			amu.Unlock()
+		})
+	}()
+
+	// Kill the member holding the most session leases, mid-tool.
+	time.Sleep(700 * time.Millisecond)
+	holders := leaseHolders(t, dsn)
+	victim, most := -1, 0
+	for i, c := range children {
+		if n := holders[c.bind]; n > most {
+			victim, most = i, n
+		}
+	}
+	if victim < 0 {
+		t.Fatalf("no member holds a session lease (holders %v): nothing runs", holders)
+	}
+	amu.Lock()
+	answered := len(answers)
+	amu.Unlock()
+	t.Logf("killing %s (holds %d of %d sessions; %d/%d batch items answered)", children[victim].bind, most, len(ids), answered, items)
+	children[victim].kill()
+	children[victim] = nil
+
+	// Every session finishes on a survivor.
+	for _, id := range ids {
+		tr, err := ss.Wait(ctx, id)
+		if err != nil {
+			t.Fatalf("wait %s: %v", id, err)
+		}
+		if tr.Status != session.TurnCompleted || tr.Answer != "done" {
+			t.Fatalf("%s: turn ended %+v", id, tr)
+		}
+		snap, err := ss.Snapshot(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range snap.Tools {
+			switch r.Effect {
+			case session.EffectNonIdempotentWrite:
+				if r.Attempts > 1 || (r.Status != session.StatusSucceeded && r.Status != session.StatusOutcomeUnknown) {
+					t.Errorf("%s: refund ended %s after %d attempts", id, r.Status, r.Attempts)
+				}
+			case session.EffectIdempotentWrite:
+				if r.Status != session.StatusSucceeded {
+					t.Errorf("%s: note ended %s after %d attempts", id, r.Status, r.Attempts)
+				}
+			}
+		}
+	}
+	lines := l.lines(t)
+	refunds, notes := 0, 0
+	for line, n := range lines {
+		switch {
+		case strings.HasPrefix(line, "refund "):
+			refunds++
+			if n > 1 {
+				t.Errorf("single-attempt write repeated: %q ran %d times", line, n)
+			}
+		case strings.HasPrefix(line, "note "):
+			notes++
+		}
+	}
+	if notes != len(ids) {
+		t.Errorf("%d sessions' notes in the ledger, want %d (an idempotent write reruns until it succeeds)", notes, len(ids))
+	}
+	t.Logf("ledger: %d refunds (interrupted ones end outcome_unknown), %d notes", refunds, notes)
+
+	// The batch: one answer per custom_id.
+	if err := <-batchDone; err != nil {
+		t.Fatalf("batch: %v", err)
+	}
+	if len(answers) != items {
+		t.Fatalf("batch answered %d custom_ids, want %d", len(answers), items)
+	}
+	for id, a := range answers {
+		if len(a) != 1 || a[0] != "answer "+id {
+			t.Fatalf("custom_id %s answered %q", id, a)
+		}
+	}
+
+	n429, last, total := rec.limited()
+	t.Logf("provider: %d answers, %d 429s, the last %v after the first answer", total, n429, last)
+	if n429 > 0 && last > window {
+		t.Fatalf("a 429 came %v after the first answer, past the first window (%v): the cluster overran the key's limit", last, window)
+	}
+}
+
+// runTestBatch runs items chat calls "item <id>" through the cluster, at
+// most 8 at once, and reports each answer once. An item whose node was
+// lost is run again (a chat call is a read: running it twice is safe;
+// reporting it twice is not).
+func runTestBatch(ctx context.Context, n *Node, items int, report func(id, answer string)) error {
+	sem := make(chan struct{}, 8)
+	errs := make(chan error, items)
+	var wg sync.WaitGroup
+	for i := range items {
+		id := fmt.Sprintf("b%03d", i)
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			for try := 0; ; try++ {
+				res, err := n.Chat(ctx, &llm.ChatRequest{Model: "fake/m", Messages: []llm.Message{llm.UserText("item " + id)}})
+				if err == nil {
+					report(id, res.Content)
+					return
+				}
+				if !errors.Is(err, ErrNodeLost) || try >= 3 {
+					errs <- fmt.Errorf("%s: %w", id, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// leaseHolders counts the live session leases by node address.
+func leaseHolders(t *testing.T, dsn string) map[string]int {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, "SELECT holder FROM chorus_journal_leases WHERE holder <> '' AND expires_at > now()")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var h string
+		if err := rows.Scan(&h); err != nil {
+			t.Fatal(err)
+		}
+		out[h[:strings.LastIndexByte(h, '/')]]++
+	}
+	return out
+}
