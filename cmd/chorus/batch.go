@@ -18,6 +18,7 @@ import (
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/pipeline"
 	"github.com/chorusrt/chorus/runtime"
+	"github.com/chorusrt/chorus/runtime/cluster"
 )
 
 const batchUsage = `usage: chorus batch -i IN.jsonl -o OUT.jsonl [flags]
@@ -35,6 +36,13 @@ one OpenAI Batch output line per custom_id.
                           already in it, cut an unterminated last line
       --overwrite         start again over an existing non-empty output
       --config FILE       chorus.yaml: aliases, providers, limits, defaults, sim
+      --cluster NAME      spread the chat lines over the members of a Chorus
+                          cluster (chorus node) instead of calling from here;
+                          this process joins as a client and alone writes
+                          the output, so resume works as without a cluster
+      --peers LIST        the cluster's member addresses, comma-separated
+      --bind HOST:PORT    this client's actor address (default: a free
+                          loopback port)
 
 Exit status: 0 all succeeded, 1 some item failed or an input line was bad,
 2 usage or setup error, 130 interrupted (run again with --resume).
@@ -43,6 +51,7 @@ Exit status: 0 all succeeded, 1 some item failed or an input line was bad,
 // batchOpts are the flags of chorus batch.
 type batchOpts struct {
 	in, out, model, embedModel, config string
+	cluster, peers, bind               string
 	concurrency                        int
 	resume, overwrite                  bool
 }
@@ -56,6 +65,9 @@ func parseBatchFlags(e env, args []string) (*batchOpts, error) {
 	fs.StringVar(&o.in, "input", "", "")
 	fs.StringVar(&o.out, "o", "", "")
 	fs.StringVar(&o.out, "output", "", "")
+	fs.StringVar(&o.cluster, "cluster", "", "")
+	fs.StringVar(&o.peers, "peers", "", "")
+	fs.StringVar(&o.bind, "bind", "", "")
 	fs.IntVar(&o.concurrency, "c", 32, "")
 	fs.IntVar(&o.concurrency, "concurrency", 32, "")
 	fs.StringVar(&o.model, "model", "", "")
@@ -80,6 +92,10 @@ func parseBatchFlags(e env, args []string) (*batchOpts, error) {
 		return nil, errors.New("--resume and --overwrite exclude each other")
 	case o.in != "-" && sameFile(o.in, o.out):
 		return nil, fmt.Errorf("-o %s is the input file", o.out)
+	case o.cluster == "" && (o.peers != "" || o.bind != ""):
+		return nil, errors.New("--peers and --bind need --cluster")
+	case o.cluster != "" && len(splitList(o.peers)) == 0:
+		return nil, errors.New("--cluster needs --peers: the members' addresses")
 	}
 	return o, nil
 }
@@ -139,6 +155,9 @@ type batchRun struct {
 	dflt  map[bool]defaultPick
 	dmu   sync.Mutex
 	start time.Time
+	// chat runs a chat line: the local runtime, or the cluster's members.
+	chat      func(context.Context, *llm.ChatRequest) (*llm.ChatResult, error)
+	clustered bool
 }
 
 type defaultPick struct {
@@ -214,7 +233,20 @@ func runBatch(ctx context.Context, e env, o *batchOpts) int {
 	if o.resume && len(rs.done) > 0 {
 		fmt.Fprintf(e.stderr, "chorus batch: resuming: %d custom_id(s) already in %s are skipped\n", len(rs.done), o.out)
 	}
-	b := &batchRun{e: e, o: o, st: st, dflt: map[bool]defaultPick{}, start: time.Now()}
+	b := &batchRun{e: e, o: o, st: st, dflt: map[bool]defaultPick{}, start: time.Now(), chat: st.rt.Chat}
+	if o.cluster != "" {
+		n, err := joinCluster(ctx, o)
+		if err != nil {
+			return fail("--cluster %s: %v", o.cluster, err)
+		}
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = n.Close(cctx)
+		}()
+		b.chat, b.clustered = n.Chat, true
+		fmt.Fprintf(e.stderr, "chorus batch: chat lines go to cluster %q (%d members)\n", o.cluster, len(n.Members()))
+	}
 	b.prog = newProgress(e.stderr, e.stderrTTY, e.width, total)
 	code := b.run(ctx, in, out, rs)
 	if err := out.close(); err != nil {
@@ -222,6 +254,33 @@ func runBatch(ctx context.Context, e env, o *batchOpts) int {
 		code = max(code, 1)
 	}
 	return code
+}
+
+// joinCluster joins o.cluster as a client and waits (up to 30s) for a
+// member to answer.
+func joinCluster(ctx context.Context, o *batchOpts) (*cluster.Node, error) {
+	peers := splitList(o.peers)
+	if len(peers) == 0 {
+		return nil, errors.New("--peers names no member")
+	}
+	bind := o.bind
+	if bind == "" {
+		var err error
+		if bind, err = freeBind(); err != nil {
+			return nil, err
+		}
+	}
+	n, err := cluster.Join(ctx, cluster.Config{Name: o.cluster, Bind: bind, Peers: peers, Client: true})
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := n.WaitMembers(wctx, 1); err != nil {
+		_ = n.Close(context.Background())
+		return nil, err
+	}
+	return n, nil
 }
 
 // countLines counts non-blank lines.
@@ -531,13 +590,16 @@ func (b *batchRun) do(ctx context.Context, j *job) (r *result) {
 		}
 		line = errorLine(j.customID, fmt.Errorf("input line %d: %w", j.line, j.err))
 	case jobChat:
-		res, err := b.st.rt.Chat(ctx, j.chat)
+		res, err := b.chat(ctx, j.chat)
 		if err != nil {
 			return b.failure(ctx, r, err)
 		}
 		r.usage = res.Usage
 		line = successLine(j.customID, res.Meta.RequestID, completionBody(res, j.model, time.Now()))
 	case jobEmbed:
+		if b.clustered {
+			return b.failure(ctx, r, &llm.UnsupportedError{Provider: "cluster " + b.o.cluster, Op: "embedding lines (run them without --cluster)"})
+		}
 		res, err := b.st.rt.Embed(ctx, j.embed)
 		if err != nil {
 			return b.failure(ctx, r, err)

@@ -17,6 +17,7 @@ Commands:
   batch    run an OpenAI Batch JSONL file (chat and embeddings) with resume
   chat     stream one prompt to one or more models at once
   models   list the models of every registered provider, or of one
+  node     run a member of a Chorus cluster (shared budgets, sessions, batches)
   sim      serve the built-in simulator as a local OpenAI/Anthropic/Gemini API
 
 Every command registers the built-in simulator as provider "sim" (models
@@ -74,6 +75,8 @@ func run(ctx context.Context, e env, args []string) int {
 		return cmdModels(ctx, e, args[1:])
 	case "sim":
 		return cmdSim(ctx, e, args[1:])
+	case "node":
+		return cmdNode(ctx, e, args[1:])
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(e.stdout, usage)
 		return 0

@@ -43,20 +43,40 @@ type stack struct {
 // registers every credential of the environment and of the config file,
 // and boots the runtime.
 func openStack(e env, configPath string, extra ...runtime.Option) (*stack, error) {
+	st, opts, err := buildStack(e, configPath)
+	if err != nil {
+		return nil, err
+	}
+	rt, err := runtime.New(append(opts, extra...)...)
+	if err != nil {
+		st.sim.Close()
+		if configPath != "" {
+			return nil, fmt.Errorf("%s: %w", configPath, err)
+		}
+		return nil, err
+	}
+	st.rt = rt
+	return st, nil
+}
+
+// buildStack starts the simulator and returns the runtime options of the
+// environment and the config file, without booting a runtime (a cluster
+// node boots its own from them).
+func buildStack(e env, configPath string) (*stack, []runtime.Option, error) {
 	cfg := &fileConfig{path: "chorus.yaml"}
 	if configPath != "" {
 		var err error
 		if cfg, err = loadConfig(configPath); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	simOpts, err := sim.FromEnvFunc(cfg.sim, e.getenv)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	s, err := sim.Start(simOpts)
 	if err != nil {
-		return nil, fmt.Errorf("starting the simulator: %w", err)
+		return nil, nil, fmt.Errorf("starting the simulator: %w", err)
 	}
 	st := &stack{sim: s, cfg: cfg, attempts: &attemptStats{m: map[string]*attemptCount{}}}
 	opts := []runtime.Option{
@@ -99,7 +119,7 @@ func openStack(e env, configPath string, extra ...runtime.Option) (*stack, error
 		for _, t := range a.targets {
 			if id, _, _ := strings.Cut(t, "/"); !slices.Contains(registered, id) {
 				s.Close()
-				return nil, &configError{path: cfg.path, line: a.line, msg: fmt.Sprintf("aliases.%s: provider %q of %s is not registered (set its key variable, or add it under providers:)", a.name, id, t)}
+				return nil, nil, &configError{path: cfg.path, line: a.line, msg: fmt.Sprintf("aliases.%s: provider %q of %s is not registered (set its key variable, or add it under providers:)", a.name, id, t)}
 			}
 		}
 		opts = append(opts, runtime.WithAlias(a.name, a.targets...))
@@ -107,16 +127,7 @@ func openStack(e env, configPath string, extra ...runtime.Option) (*stack, error
 	for id, l := range cfg.limits {
 		opts = append(opts, runtime.WithLimits(id, l))
 	}
-	rt, err := runtime.New(append(opts, extra...)...)
-	if err != nil {
-		s.Close()
-		if configPath != "" {
-			return nil, fmt.Errorf("%s: %w", configPath, err)
-		}
-		return nil, err
-	}
-	st.rt = rt
-	return st, nil
+	return st, opts, nil
 }
 
 // checkModel reports whether name can be resolved: an alias, or

@@ -57,13 +57,22 @@ func (n *Node) Stream(ctx context.Context, req *llm.ChatRequest) (*llm.Stream, e
 	return s, nil
 }
 
-// Chat runs req on a member of the cluster and returns its result.
+// Chat runs req on a member of the cluster and returns its result. Unlike
+// a stream, nothing reaches the caller before the end, so a call whose node
+// is lost, even mid-answer, runs again on another member (up to 3 times):
+// a chat call is a read, running it twice is safe.
 func (n *Node) Chat(ctx context.Context, req *llm.ChatRequest) (*llm.ChatResult, error) {
-	s, err := n.Stream(ctx, req)
-	if err != nil {
-		return nil, err
+	for try := 0; ; try++ {
+		s, err := n.Stream(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		res, err := s.Result()
+		if err != nil && errors.Is(err, ErrNodeLost) && ctx.Err() == nil && try < 3 {
+			continue
+		}
+		return res, err
 	}
-	return s.Result()
 }
 
 // runRemote places the call, retrying on another member while nothing was

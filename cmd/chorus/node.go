@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/chorusrt/chorus/runtime/cluster"
+	"github.com/chorusrt/chorus/session"
+	"github.com/chorusrt/chorus/store"
+)
+
+const nodeUsage = `usage: chorus node --cluster NAME --bind HOST:PORT --peers A,B,... [flags]
+
+Runs one member of a Chorus cluster until interrupted. Members share the
+budgets of the provider keys they hold (one budget owner per key in the
+cluster), run the model calls that clients spread over them (chorus batch
+--cluster), and, with --journal, host durable sessions whose journal is
+PostgreSQL.
+
+  --cluster NAME      the cluster's name (members of other names never talk)
+  --bind HOST:PORT    this member's actor address; PORT+1 serves membership
+  --peers LIST        actor addresses of the members, comma-separated (this
+                      member's own may be included): the static member list
+  --journal DSN       host sessions, journaled in this PostgreSQL database
+  --model M           the sessions' model (default: as chorus batch picks it)
+  --lease-ttl D       how long a dead member's sessions wait before moving
+                      (default 3s)
+  --config FILE       chorus.yaml: aliases, providers, limits, defaults, sim
+
+Every member must hold the same provider keys (environment or --config).
+Exit status: 0 after a clean leave on SIGINT/SIGTERM, 2 usage or setup error.
+`
+
+type nodeOpts struct {
+	name, bind, peers, journal, model, config string
+	leaseTTL                                  time.Duration
+}
+
+func cmdNode(ctx context.Context, e env, args []string) int {
+	o := &nodeOpts{}
+	fs := flag.NewFlagSet("chorus node", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() { fmt.Fprint(e.stderr, nodeUsage) }
+	fs.StringVar(&o.name, "cluster", "", "")
+	fs.StringVar(&o.bind, "bind", "", "")
+	fs.StringVar(&o.peers, "peers", "", "")
+	fs.StringVar(&o.journal, "journal", "", "")
+	fs.StringVar(&o.model, "model", "", "")
+	fs.StringVar(&o.config, "config", "", "")
+	fs.DurationVar(&o.leaseTTL, "lease-ttl", 3*time.Second, "")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	fail := func(format string, args ...any) int {
+		fmt.Fprintf(e.stderr, "chorus node: "+format+"\n", args...)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		return fail("unexpected argument %q", fs.Arg(0))
+	}
+	if o.name == "" || o.bind == "" || o.peers == "" {
+		return fail("--cluster, --bind and --peers are required")
+	}
+	st, ropts, err := buildStack(e, o.config)
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer st.sim.Close()
+	cfg := cluster.Config{Name: o.name, Bind: o.bind, Peers: splitList(o.peers), Runtime: ropts, LeaseTTL: o.leaseTTL}
+	if o.journal != "" {
+		j, err := store.OpenPostgres(ctx, o.journal)
+		if err != nil {
+			return fail("--journal: %v", err)
+		}
+		defer j.Close()
+		model := o.model
+		if model == "" {
+			if model, _, err = st.defaultModel(false); err != nil {
+				return fail("%v", err)
+			}
+		}
+		cfg.Sessions = &session.Options{Journal: j, ModelName: model}
+	}
+	n, err := cluster.Join(ctx, cfg)
+	if err != nil {
+		return fail("%v", err)
+	}
+	fmt.Fprintf(e.stdout, "chorus node: member of %q at %s (peers %s)\n", o.name, n.Address(), o.peers)
+	<-ctx.Done()
+	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := n.Close(cctx); err != nil {
+		fmt.Fprintf(e.stderr, "chorus node: leaving: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(e.stdout, "chorus node: left %q\n", o.name)
+	return 0
+}
+
+// splitList splits a comma-separated list, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// freeBind picks a loopback actor address whose port and port+1 are free,
+// for a client that names none.
+func freeBind() (string, error) {
+	for range 20 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+1))
+		l.Close()
+		if err == nil {
+			l2.Close()
+			return "127.0.0.1:" + strconv.Itoa(port), nil
+		}
+	}
+	return "", errors.New("no free port pair on 127.0.0.1")
+}
