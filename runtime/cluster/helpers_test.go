@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"github.com/chorusrt/chorus/llmtest"
 	"github.com/chorusrt/chorus/providers"
 	"github.com/chorusrt/chorus/runtime"
+	"github.com/chorusrt/chorus/session"
 )
 
 // freeAddrs returns k loopback addresses whose port and port+1 (the
@@ -133,3 +135,14 @@ func (r *recorder) limited() (n int, last time.Duration, total int) {
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
 func errorsIs(err, target error) bool     { return errors.Is(err, target) }
+
+func mustJSON(t testing.TB, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+var errUnknownSession = session.ErrUnknownSession
