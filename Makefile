@@ -27,7 +27,7 @@ bench:
 
 # make gobench: the Go benchmarks of the hot path in this module's packages.
 gobench:
-	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./providers/... ./actors/ ./runtime/ ./pipeline/... ./store/
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./providers/... ./actors/ ./runtime/ ./runtime/cluster/ ./pipeline/... ./store/
 
 # Each fuzz target for FUZZTIME (go test runs one target at a time); the
 # inputs a run finds are kept under the package's testdata/fuzz.

@@ -115,3 +115,42 @@ func TestPacerConcurrencyAndCancel(t *testing.T) {
 		t.Fatalf("cancelled grant not returned: remaining %d", p.reqs.remaining)
 	}
 }
+
+// A credential seeded with another holder's headers is bounded by them at
+// once, still probes until its own first response, treats a window that
+// ended since as full, and ignores a seed once it has seen a response.
+func TestCredentialSeed(t *testing.T) {
+	now := time.Now()
+	c := NewCredential("p", 0, nil, Limits{}, 8)
+	c.Seed(llm.RateLimit{HasRequests: true, LimitRequests: 10, RemainingRequests: 2, ResetRequests: 5 * time.Second}, now)
+	p := c.pacer
+	if !p.reqs.known || p.reqs.limit != 10 || p.reqs.remaining != 2 {
+		t.Fatalf("seeded budget %+v, want limit 10, 2 remaining", p.reqs)
+	}
+	for i := range 2 {
+		if b, _ := p.blocked(1, now); b {
+			t.Fatalf("grant %d blocked with 2 remaining", i)
+		}
+		p.grant(1)
+	}
+	if b, at := p.blocked(1, now); !b || at.Before(now.Add(4*time.Second)) {
+		t.Fatalf("third grant: blocked %v until %v, want blocked until the seeded reset", b, at)
+	}
+	if p.observed {
+		t.Fatal("a seed counts as the credential's own response: it would stop probing")
+	}
+
+	old := NewCredential("p", 0, nil, Limits{}, 8)
+	old.Seed(llm.RateLimit{HasRequests: true, LimitRequests: 10, RemainingRequests: 0, ResetRequests: time.Second}, now.Add(-2*time.Second))
+	if old.pacer.reqs.remaining != 10 {
+		t.Fatalf("a seed from a window that ended since: %d remaining, want the full 10", old.pacer.reqs.remaining)
+	}
+
+	seen := NewCredential("p", 0, nil, Limits{}, 8)
+	s := seen.pacer.grant(1)
+	seen.pacer.release(s, llm.RateLimit{HasRequests: true, LimitRequests: 100, RemainingRequests: 99, ResetRequests: time.Second}, false, 0, now)
+	seen.Seed(llm.RateLimit{HasRequests: true, LimitRequests: 10, RemainingRequests: 0, ResetRequests: time.Second}, now)
+	if seen.pacer.reqs.limit != 100 {
+		t.Fatalf("a seed overrode the credential's own headers: limit %d", seen.pacer.reqs.limit)
+	}
+}

@@ -299,6 +299,12 @@ func TestBatchFlagErrors(t *testing.T) {
 		{[]string{"batch", "-i", filepath.Join(t.TempDir(), "missing.jsonl"), "-o", out}, "-i: open"},
 		{[]string{"batch", "-i", in, "-o", out, "--config", filepath.Join(t.TempDir(), "none.yaml")}, "--config: open"},
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"batch", "-i", in, "-o", out, "--peers", "127.0.0.1:7101"}, "--peers and --bind need --cluster"},
+		{[]string{"batch", "-i", in, "-o", out, "--cluster", "c"}, "--cluster needs --peers"},
+		{[]string{"batch", "-i", in, "-o", out, "--cluster", "c", "--peers", "nohost"}, `cluster.Peers[0]: "nohost" is not host:port`},
+		{[]string{"node", "--cluster", "c"}, "--cluster, --bind and --peers are required"},
+		{[]string{"node", "--cluster", "c", "--bind", "127.0.0.1:x", "--peers", "127.0.0.1:7101"}, `cluster.Bind: "127.0.0.1:x" has no valid port`},
+		{[]string{"node", "--cluster", "c", "--bind", "127.0.0.1:7101", "--peers", "127.0.0.1:7101", "extra"}, `unexpected argument "extra"`},
 	}
 	for _, c := range cases {
 		code, _, stderr := runCLI(t, context.Background(), nil, c.args...)

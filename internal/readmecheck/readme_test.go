@@ -15,6 +15,7 @@ import (
 	"github.com/chorusrt/chorus/pipeline/rx"
 	"github.com/chorusrt/chorus/providers"
 	"github.com/chorusrt/chorus/runtime"
+	"github.com/chorusrt/chorus/runtime/cluster"
 	"github.com/chorusrt/chorus/session"
 	"github.com/chorusrt/chorus/store"
 )
@@ -97,4 +98,25 @@ func readme(ctx context.Context, msgs []llm.Message, req *llm.ChatRequest, reqs 
 
 	cfg, _ := providers.Builtin("openai")
 	_ = cfg
+}
+
+// scalingOut is the Go snippet of "Scaling out".
+var _ = scalingOut
+
+func scalingOut(ctx context.Context, req *llm.ChatRequest, pg store.Journal, tools []session.Tool) error {
+	n, err := cluster.Join(ctx, cluster.Config{
+		Name: "prod", Bind: "10.0.0.5:7100",
+		Peers:    []string{"10.0.0.5:7100", "10.0.0.6:7100", "10.0.0.7:7100"},
+		Runtime:  []runtime.Option{runtime.FromEnv()},
+		Sessions: &session.Options{Journal: pg, ModelName: "openai/gpt-4.1-mini", Tools: tools},
+	})
+	if err != nil {
+		return err
+	}
+	defer n.Close(ctx)
+	s, err := n.Runtime().Stream(ctx, req) // a call from this node; the key's budget is cluster-wide
+	s, err = n.Stream(ctx, req)            // a call on some member, its deltas relayed here
+	err = n.Sessions().Send(ctx, "support-42", llm.UserText("refund order 7")) // wherever it lives
+	_, _ = s, err
+	return nil
 }
