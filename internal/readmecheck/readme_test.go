@@ -114,9 +114,11 @@ func scalingOut(ctx context.Context, req *llm.ChatRequest, pg store.Journal, too
 		return err
 	}
 	defer n.Close(ctx)
-	s, err := n.Runtime().Stream(ctx, req) // a call from this node; the key's budget is cluster-wide
-	s, err = n.Stream(ctx, req)            // a call on some member, its deltas relayed here
-	err = n.Sessions().Send(ctx, "support-42", llm.UserText("refund order 7")) // wherever it lives
+	// A call from this node (the key's budget is cluster-wide), a call on some
+	// member with its deltas relayed here, and a session wherever it lives:
+	s, err := n.Runtime().Stream(ctx, req)
+	s, err = n.Stream(ctx, req)
+	err = n.Sessions().Send(ctx, "support-42", llm.UserText("refund order 7"))
 	_, _ = s, err
 	return nil
 }

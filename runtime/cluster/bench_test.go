@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -178,4 +178,3 @@ func BenchmarkRemoteSessionStep(b *testing.B) {
 		}
 	})
 }
-
