@@ -79,21 +79,28 @@ func (n *chorusNode) stop(t *testing.T) {
 	}
 }
 
-// freePairs returns k loopback addresses whose port and port+1 are free.
+// freePairs returns k loopback addresses whose port and port+1 are free,
+// all distinct (every listener stays open until all are chosen).
 func freePairs(t *testing.T, k int) []string {
 	var out []string
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
 	for len(out) < k {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
+		held = append(held, l)
 		port := l.Addr().(*net.TCPAddr).Port
 		l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+1))
-		l.Close()
 		if err != nil {
 			continue
 		}
-		l2.Close()
+		held = append(held, l2)
 		out = append(out, "127.0.0.1:"+strconv.Itoa(port))
 	}
 	return out

@@ -201,7 +201,7 @@ func (a *remoteAdmitter) Admit(ctx context.Context, cost int) (uint64, error) {
 				}
 				return 0, &actors.RefusedError{Provider: a.provider, Err: orOther(fromFailure(m.Err), "refused"), RetryAt: fromUnixNano(m.RetryAtUnixNano)}
 			case *actor.Terminated:
-				a.n.cl.PidCache.RemoveByValue(a.identity, kindBudget, pid)
+				a.n.forget(a.identity, kindBudget, pid)
 				if !sleepCtx(ctx, 100*time.Millisecond) {
 					return 0, ctx.Err()
 				}
@@ -226,7 +226,7 @@ func (a *remoteAdmitter) Admit(ctx context.Context, cost int) (uint64, error) {
 // owner resolves the owner grain, activating it; it waits for a member.
 func (a *remoteAdmitter) owner(ctx context.Context) *actor.PID {
 	for {
-		if pid := a.n.cl.Get(a.identity, kindBudget); pid != nil {
+		if pid := a.n.grain(a.identity, kindBudget); pid != nil {
 			return pid
 		}
 		if !sleepCtx(ctx, 100*time.Millisecond) {
@@ -269,7 +269,7 @@ func (a *remoteAdmitter) Load() (int, int, time.Time) {
 // Stats asks the owner.
 func (a *remoteAdmitter) Stats(timeout time.Duration) (actors.Stats, error) {
 	s := actors.Stats{Provider: a.provider, RemainingReqs: -1, RemainingToks: -1}
-	pid := a.n.cl.Get(a.identity, kindBudget)
+	pid := a.n.grain(a.identity, kindBudget)
 	if pid == nil {
 		return s, errNoMembers
 	}

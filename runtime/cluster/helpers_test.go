@@ -22,22 +22,32 @@ import (
 )
 
 // freeAddrs returns k loopback addresses whose port and port+1 (the
-// membership port) were free a moment ago.
+// membership port) were free a moment ago, all distinct: every listener
+// stays open until all are chosen, so none is picked twice.
 func freeAddrs(t testing.TB, k int) []string {
 	t.Helper()
 	var out []string
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
 	for len(out) < k {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
+		held = append(held, l)
 		port := l.Addr().(*net.TCPAddr).Port
-		l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+1))
-		l.Close()
-		if err != nil || port+1 > 65000 {
+		if port+1 > 65000 {
 			continue
 		}
-		l2.Close()
+		l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+1))
+		if err != nil {
+			continue
+		}
+		held = append(held, l2)
 		out = append(out, "127.0.0.1:"+strconv.Itoa(port))
 	}
 	return out

@@ -80,6 +80,16 @@ type Node struct {
 	streamID atomic.Uint64
 	rr       atomic.Uint64
 
+	// members is the live membership, copied from each ClusterTopology
+	// event as Proto.Actor publishes it (its own member list is read
+	// without a lock and races with its updates).
+	mmu     sync.RWMutex
+	members []string
+	// pids caches grain activations (Proto.Actor's identity lookup asks
+	// the owner member on every Get): dropped on every topology change and
+	// per grain when it is found dead.
+	pids map[string]*actor.PID
+
 	base   context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -185,6 +195,20 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		pcluster.WithHeartbeatExpiration(5*time.Second),
 	)
 	n.cl = pcluster.New(n.sys, ccfg)
+	n.sys.EventStream.Subscribe(func(evt any) {
+		t, ok := evt.(*pcluster.ClusterTopology)
+		if !ok {
+			return
+		}
+		addrs := make([]string, 0, len(t.Members))
+		for _, m := range t.Members {
+			addrs = append(addrs, m.Address())
+		}
+		n.mmu.Lock()
+		n.members = addrs
+		n.pids = nil
+		n.mmu.Unlock()
+	})
 	if err := n.start(); err != nil {
 		n.shutdownLocal()
 		return nil, err
@@ -269,12 +293,42 @@ func (n *Node) Runtime() *runtime.Runtime { return n.rt }
 // Members lists the actor addresses of the cluster's live members, sorted
 // as the membership has them.
 func (n *Node) Members() []string {
-	ms := n.cl.MemberList.Members().Members()
-	out := make([]string, 0, len(ms))
-	for _, m := range ms {
-		out = append(out, m.Address())
+	n.mmu.RLock()
+	defer n.mmu.RUnlock()
+	return append([]string(nil), n.members...)
+}
+
+// grain returns the PID of the grain identity of kind, activating it.
+func (n *Node) grain(identity, kind string) *actor.PID {
+	key := kind + "/" + identity
+	n.mmu.RLock()
+	pid := n.pids[key]
+	n.mmu.RUnlock()
+	if pid != nil {
+		return pid
 	}
-	return out
+	pid = n.cl.Get(identity, kind)
+	if pid == nil {
+		return nil
+	}
+	n.mmu.Lock()
+	if n.pids == nil || len(n.pids) > 100_000 {
+		n.pids = map[string]*actor.PID{}
+	}
+	n.pids[key] = pid
+	n.mmu.Unlock()
+	return pid
+}
+
+// forget drops a grain's cached PID once it was found dead.
+func (n *Node) forget(identity, kind string, pid *actor.PID) {
+	key := kind + "/" + identity
+	n.mmu.Lock()
+	if p := n.pids[key]; p != nil && p.Equal(pid) {
+		delete(n.pids, key)
+	}
+	n.mmu.Unlock()
+	n.cl.PidCache.RemoveByValue(identity, kind, pid)
 }
 
 // WaitMembers waits until the cluster has at least k live members.

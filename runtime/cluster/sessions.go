@@ -346,7 +346,7 @@ func (n *Node) Sessions() *Sessions { return &Sessions{n: n} }
 // is returned and the outcome is unknown.
 func (n *Node) sessionCall(ctx context.Context, id string, req *clusterpb.SessionRequest, retry bool) ([]byte, error) {
 	for try := 0; ; try++ {
-		pid := n.cl.Get(id, kindSession)
+		pid := n.grain(id, kindSession)
 		if pid == nil {
 			if try >= 20 || !sleepCtx(ctx, 200*time.Millisecond) {
 				if ctx.Err() != nil {
@@ -365,7 +365,7 @@ func (n *Node) sessionCall(ctx context.Context, id string, req *clusterpb.Sessio
 			case *clusterpb.SessionReply:
 				return m.Json, fromFailure(m.Err)
 			case *actor.Terminated:
-				n.cl.PidCache.RemoveByValue(id, kindSession, pid)
+				n.forget(id, kindSession, pid)
 				if !retry || try >= 20 {
 					return nil, ErrNodeLost
 				}
@@ -451,11 +451,11 @@ func (s *Sessions) Events(ctx context.Context, id string, after uint64) (<-chan 
 		defer s.n.wg.Done()
 		defer close(done)
 		defer close(out)
-		pid := s.n.cl.Get(id, kindSession)
+		pid := s.n.grain(id, kindSession)
 		if pid == nil {
 			return
 		}
-		_, _ = s.n.runFlow(fctx, pid, func(sid uint64, recv *actor.PID) {
+		_, err := s.n.runFlow(fctx, pid, func(sid uint64, recv *actor.PID) {
 			sendAs(s.n.sys, pid, &clusterpb.SessionRequest{Session: id, Op: "follow", After: after, Receiver: toRef(recv), Window: defaultWindow, Stream: sid}, recv)
 		}, func(b *clusterpb.DeltaBatch) bool {
 			for _, it := range b.Items {
@@ -471,6 +471,9 @@ func (s *Sessions) Events(ctx context.Context, id string, after uint64) (<-chan 
 			}
 			return true
 		})
+		if errors.Is(err, ErrNodeLost) {
+			s.n.forget(id, kindSession, pid)
+		}
 	}()
 	return out, func() { cancel(); <-done }
 }

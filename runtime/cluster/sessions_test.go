@@ -40,7 +40,7 @@ func TestSessionsAcrossNodes(t *testing.T) {
 	}
 
 	ss := client.Sessions()
-	ids := make([]string, 6)
+	ids := make([]string, 12)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("s%d", i)
 	}
@@ -107,6 +107,7 @@ func TestSessionsAcrossNodes(t *testing.T) {
 		m.sessions.mu.Lock()
 		n := len(m.sessions.grains)
 		m.sessions.mu.Unlock()
+		t.Logf("member %d hosts %d sessions", i, n)
 		if n == 0 {
 			t.Errorf("member %d hosts no session", i)
 		}

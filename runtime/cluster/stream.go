@@ -119,13 +119,12 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // pickWorker returns a live member's worker, round robin; attempt moves
 // past members that failed.
 func (n *Node) pickWorker(attempt int) *actor.PID {
-	ms := n.cl.MemberList.Members().Members()
+	ms := n.Members()
 	if len(ms) == 0 {
 		return nil
 	}
 	i := int(n.rr.Add(1)) + attempt
-	m := ms[i%len(ms)]
-	return actor.NewPID(m.Address(), workerName)
+	return actor.NewPID(ms[i%len(ms)], workerName)
 }
 
 // inbound is what the receiver actor hands to the relaying goroutine.
