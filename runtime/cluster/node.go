@@ -42,6 +42,11 @@ type Config struct {
 	// MembershipOffset is added to an actor port to get its membership
 	// (health) port; default 1.
 	MembershipOffset int
+	// Membership replaces the static member list with another Proto.Actor
+	// cluster provider: Kubernetes (cluster/clusterproviders/k8s), Consul
+	// (consul), etcd (etcd), ... Peers and MembershipOffset are then unused.
+	// Nil: automanaged over Peers.
+	Membership pcluster.ClusterProvider
 	// Client joins without hosting anything: the node calls the cluster
 	// (sessions, streams, batches) but runs no model call, session or
 	// budget. A batch coordinator is a client.
@@ -96,6 +101,10 @@ type Node struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	// sent, when set (tests), is told of every batch a producer on this
+	// node sends, and of its end (seq 0).
+	sent func(stream, seq uint64)
 }
 
 const (
@@ -170,24 +179,15 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 			hosts = append(hosts, m)
 		}
 	}
-	// The membership endpoint: automanaged's own HTTP health check, but
-	// listening on the bind host only (automanaged alone listens on every
-	// interface) and without echo's start-up banner on stdout.
-	mport := port + cfg.MembershipOffset
-	health := echo.New()
-	health.HideBanner, health.HidePort = true, true
-	if !cfg.Client {
-		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(mport)))
+	var provider pcluster.ClusterProvider = cfg.Membership
+	if provider == nil {
+		p, err := n.automanaged(host, port, hosts)
 		if err != nil {
 			n.shutdownLocal()
-			return nil, fmt.Errorf("cluster: membership port: %w", err)
+			return nil, err
 		}
-		health.Listener = ln
-		health.GET("/_health", func(c echo.Context) error {
-			return c.JSON(http.StatusOK, automanaged.NewNode(cfg.Name, n.sys.ID, host, port, mport, n.cl.GetClusterKinds()))
-		})
+		provider = p
 	}
-	provider := automanaged.NewWithTesting(cfg.RefreshInterval, mport, health, hosts...)
 	rcfg := remote.Configure(host, port)
 	ccfg := pcluster.Configure(cfg.Name, provider, disthash.New(), rcfg,
 		pcluster.WithKinds(kinds...),
@@ -210,6 +210,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		n.mmu.Unlock()
 	})
 	if err := n.start(); err != nil {
+		_ = provider.Shutdown(false) // closes the membership listener
 		n.shutdownLocal()
 		return nil, err
 	}
@@ -226,6 +227,27 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	_ = ctx
 	return n, nil
+}
+
+// automanaged is the default membership: automanaged's own HTTP health
+// check, but listening on the bind host only (automanaged alone listens on
+// every interface) and without echo's start-up banner on stdout.
+func (n *Node) automanaged(host string, port int, hosts []string) (pcluster.ClusterProvider, error) {
+	cfg := n.cfg
+	mport := port + cfg.MembershipOffset
+	health := echo.New()
+	health.HideBanner, health.HidePort = true, true
+	if !cfg.Client {
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(mport)))
+		if err != nil {
+			return nil, fmt.Errorf("cluster: membership port: %w", err)
+		}
+		health.Listener = ln
+		health.GET("/_health", func(c echo.Context) error {
+			return c.JSON(http.StatusOK, automanaged.NewNode(cfg.Name, n.sys.ID, host, port, mport, n.cl.GetClusterKinds()))
+		})
+	}
+	return automanaged.NewWithTesting(cfg.RefreshInterval, mport, health, hosts...), nil
 }
 
 // start starts the member (or client). Proto.Actor panics on a failed
@@ -256,7 +278,7 @@ func (c *Config) validate() error {
 			return &llm.ConfigError{Field: fmt.Sprintf("cluster.Peers[%d]", i), Msg: err.Error()}
 		}
 	}
-	if c.Client && len(c.Peers) == 0 {
+	if c.Client && len(c.Peers) == 0 && c.Membership == nil {
 		return &llm.ConfigError{Field: "cluster.Peers", Msg: "a client needs at least one member to talk to"}
 	}
 	if c.Client && c.Sessions != nil {

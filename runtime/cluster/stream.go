@@ -305,6 +305,7 @@ func (a *workerActor) Receive(c actor.Context) {
 		return
 	}
 	p := newProducer(a.n.base, m.Stream, recv, int(m.Window), a.n.chatBody(m.RequestJson))
+	p.sent = a.n.sent
 	c.Spawn(actor.PropsFromProducer(func() actor.Actor { return p }))
 }
 
@@ -319,6 +320,7 @@ type producerActor struct {
 	cancel  context.CancelFunc
 	base    context.Context
 	body    func(ctx context.Context, out *flowOut) bool
+	sent    func(stream, seq uint64) // test hook
 
 	released     chan struct{}
 	releasedOnce sync.Once
@@ -345,6 +347,9 @@ func (p *producerActor) Receive(c actor.Context) {
 		go func() {
 			defer sys.Root.Stop(self)
 			defer cancel()
+			if p.sent != nil {
+				defer p.sent(p.stream, 0)
+			}
 			if p.body(ctx, out) {
 				// The receiver releases the producer once it has the end
 				// (a Terminated it saw before the end would read as a
@@ -400,6 +405,9 @@ func (o *flowOut) batch(ctx context.Context, deltas []*clusterpb.Delta, items []
 	o.credit--
 	o.seq++
 	send(o.sys, o.p.recv, &clusterpb.DeltaBatch{Stream: o.p.stream, Seq: o.seq, Deltas: deltas, Items: items})
+	if o.p.sent != nil {
+		o.p.sent(o.p.stream, o.seq)
+	}
 	return true
 }
 

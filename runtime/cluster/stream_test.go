@@ -2,12 +2,17 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/llmtest"
+	"github.com/chorusrt/chorus/runtime"
 )
 
 func TestRemoteStreamDeliversInOrder(t *testing.T) {
@@ -49,5 +54,106 @@ func TestRemoteStreamDeliversInOrder(t *testing.T) {
 	}
 	if srv.Count() != 4 {
 		t.Fatalf("provider saw %d requests, want 4", srv.Count())
+	}
+}
+
+// A caller that stops reading holds the producer to its window: no more
+// than defaultWindow batches leave the worker until the caller takes them.
+// Reading on, every event arrives in order.
+func TestRemoteStreamBackpressure(t *testing.T) {
+	srv := llmtest.NewServer(llmtest.WithDefault(llmtest.Reply{Text: strings.Repeat("abcd", 20000)}))
+	defer srv.Close()
+	addrs := freeAddrs(t, 2)
+	nodes := joinAll(t, "stream-bp", addrs, func(i int, c *Config) {
+		c.Runtime = append(c.Runtime, openaiAt(srv, "sk-test"), runtime.WithStreamBuffer(4))
+	})
+	defer closeAll(t, nodes)
+	var mu sync.Mutex
+	maxSeq := uint64(0)
+	nodes[1].sent = func(stream, seq uint64) {
+		mu.Lock()
+		maxSeq = max(maxSeq, seq)
+		mu.Unlock()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	target := actor.NewPID(nodes[1].Address(), workerName)
+	s, w, sctx := llm.NewStream(ctx, 4)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		res, _, err := nodes[0].remoteOnce(sctx, target, mustJSON(t, &llm.ChatRequest{Model: "fake/m", Messages: []llm.Message{llm.UserText("hi")}}), w)
+		w.Finish(res, err)
+	}()
+	<-s.Events() // the stream has begun; now the caller stops reading
+	time.Sleep(500 * time.Millisecond)
+	mu.Lock()
+	held := maxSeq
+	mu.Unlock()
+	if held == 0 || held > defaultWindow+1 {
+		t.Fatalf("with the caller not reading, the producer sent %d batches; want 1..%d (its window)", held, defaultWindow+1)
+	}
+	n := 1
+	for ev, err := range s.All() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == llm.EventText {
+			n++
+		}
+	}
+	<-done
+	res, err := s.Result()
+	if err != nil || len(res.Content) == 0 {
+		t.Fatalf("result %v, %v", res, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if maxSeq <= held {
+		t.Fatalf("no batch was sent after the caller read on (%d)", maxSeq)
+	}
+	t.Logf("held at %d batches; %d text events in %d batches in all", held, n, maxSeq)
+}
+
+// Cancelling the caller's stream cancels the call on the worker: its
+// producer ends and the provider connection is released.
+func TestRemoteStreamCancel(t *testing.T) {
+	srv := llmtest.NewServer(llmtest.WithDefault(llmtest.Reply{Text: strings.Repeat("abcd", 5000)}), llmtest.WithLatency(0, time.Millisecond))
+	defer srv.Close()
+	addrs := freeAddrs(t, 2)
+	nodes := joinAll(t, "stream-cancel", addrs, func(i int, c *Config) { c.Runtime = append(c.Runtime, openaiAt(srv, "sk-test")) })
+	defer closeAll(t, nodes)
+	ended := make(chan struct{})
+	var once sync.Once
+	nodes[1].sent = func(stream, seq uint64) {
+		if seq == 0 {
+			once.Do(func() { close(ended) })
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	target := actor.NewPID(nodes[1].Address(), workerName)
+	s, w, sctx := llm.NewStream(ctx, 4)
+	go func() {
+		res, _, err := nodes[0].remoteOnce(sctx, target, mustJSON(t, &llm.ChatRequest{Model: "fake/m", Messages: []llm.Message{llm.UserText("hi")}}), w)
+		w.Finish(res, err)
+	}()
+	for range 10 {
+		<-s.Events()
+	}
+	cancel()
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the worker's producer did not end after the caller cancelled")
+	}
+	if _, err := s.Result(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("stream error %v, want context.Canceled", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for srv.OpenConns() > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := srv.OpenConns(); n > 0 {
+		t.Fatalf("%d provider connections still open after the cancel", n)
 	}
 }
