@@ -326,9 +326,12 @@ func (c *Credential) Snapshot() Stats { return c.stats() }
 // Seed teaches a credential that knows nothing yet the limits another
 // holder of the key saw in a response at time at: a budget owner that
 // replaces one on a dead node starts from the nodes' latest headers
-// instead of probing blind. It still probes (a few requests in flight)
-// until its own first response, and is bounded by the seeded remainder
-// meanwhile. It does nothing once the credential has seen a response.
+// instead of probing blind. The seed is old, and the dead owner may have
+// granted the rest of that window since, so the window it describes is
+// taken as spent: nothing is sent until its reset, then one request at a
+// time until a response of its own says what remains. A seed whose window
+// has already reset gives the limit, and the same single probe. Seed does
+// nothing once the credential has seen a response.
 func (c *Credential) Seed(rl llm.RateLimit, at time.Time) {
 	p := c.pacer
 	if p.observed || (!rl.HasRequests && !rl.HasTokens) {
@@ -336,23 +339,24 @@ func (c *Credential) Seed(rl llm.RateLimit, at time.Time) {
 	}
 	now := time.Now()
 	age := now.Sub(at)
-	seed := func(b *budget, limit, remaining int, reset time.Duration) {
-		if limit <= 0 {
+	seed := func(b *budget, limit int, reset time.Duration) {
+		if limit <= 0 || b.known {
 			return
 		}
-		if reset > 0 && age >= reset {
-			remaining = limit // that window is over
+		remaining := limit
+		if reset > age {
+			remaining, reset = 0, reset-age // that window is spent, as far as we know
+		} else {
 			reset = 0
-		} else if reset > 0 {
-			reset -= age
 		}
 		b.learn(p.seq, limit, remaining, reset, 0, now)
 	}
 	if rl.HasRequests {
-		seed(&p.reqs, rl.LimitRequests, rl.RemainingRequests, rl.ResetRequests)
+		seed(&p.reqs, rl.LimitRequests, rl.ResetRequests)
 	}
 	if rl.HasTokens {
-		seed(&p.toks, rl.LimitTokens, rl.RemainingTokens, rl.ResetTokens)
+		seed(&p.toks, rl.LimitTokens, rl.ResetTokens)
 	}
+	p.probeConcurrency = 1
 	p.last = rl
 }

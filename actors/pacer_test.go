@@ -116,28 +116,42 @@ func TestPacerConcurrencyAndCancel(t *testing.T) {
 	}
 }
 
-// A credential seeded with another holder's headers is bounded by them at
-// once, still probes until its own first response, treats a window that
-// ended since as full, and ignores a seed once it has seen a response.
+// A credential seeded with another holder's headers takes the window they
+// describe as spent (the dead owner may have granted the rest of it),
+// waits for its reset, then probes one request at a time until its own
+// first response; a seed whose window has reset gives the full limit; a
+// seed after the credential's own response is ignored.
 func TestCredentialSeed(t *testing.T) {
 	now := time.Now()
 	c := NewCredential("p", 0, nil, Limits{}, 8)
-	c.Seed(llm.RateLimit{HasRequests: true, LimitRequests: 10, RemainingRequests: 2, ResetRequests: 5 * time.Second}, now)
+	c.Seed(llm.RateLimit{HasRequests: true, LimitRequests: 10, RemainingRequests: 7, ResetRequests: 5 * time.Second}, now)
 	p := c.pacer
-	if !p.reqs.known || p.reqs.limit != 10 || p.reqs.remaining != 2 {
-		t.Fatalf("seeded budget %+v, want limit 10, 2 remaining", p.reqs)
+	if !p.reqs.known || p.reqs.limit != 10 || p.reqs.remaining != 0 {
+		t.Fatalf("seeded budget %+v, want limit 10, nothing remaining in the seeded window", p.reqs)
 	}
-	for i := range 2 {
-		if b, _ := p.blocked(1, now); b {
-			t.Fatalf("grant %d blocked with 2 remaining", i)
+	if b, at := p.blocked(1, now); !b || at.Before(now.Add(4*time.Second)) {
+		t.Fatalf("blocked %v until %v, want blocked until the seeded reset", b, at)
+	}
+	later := now.Add(6 * time.Second)
+	if b, _ := p.blocked(1, later); b {
+		t.Fatal("still blocked after the seeded window reset")
+	}
+	s1 := p.grant(1)
+	if p.observed {
+		t.Fatal("a seed counts as the credential's own response: it would stop probing")
+	}
+	if b, _ := p.blocked(1, later); !b {
+		t.Fatal("a seeded credential sent a second request before a response of its own")
+	}
+	p.release(s1, llm.RateLimit{HasRequests: true, LimitRequests: 10, RemainingRequests: 8, ResetRequests: 5 * time.Second}, false, 0, later)
+	for i := range 8 {
+		if b, _ := p.blocked(1, later); b {
+			t.Fatalf("grant %d blocked with 8 remaining after its own response", i)
 		}
 		p.grant(1)
 	}
-	if b, at := p.blocked(1, now); !b || at.Before(now.Add(4*time.Second)) {
-		t.Fatalf("third grant: blocked %v until %v, want blocked until the seeded reset", b, at)
-	}
-	if p.observed {
-		t.Fatal("a seed counts as the credential's own response: it would stop probing")
+	if b, _ := p.blocked(1, later); !b {
+		t.Fatal("granted past what its own response said remained")
 	}
 
 	old := NewCredential("p", 0, nil, Limits{}, 8)

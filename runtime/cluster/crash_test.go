@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -13,14 +15,17 @@ import (
 
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/llmtest"
+	"github.com/chorusrt/chorus/runtime"
+	"github.com/chorusrt/chorus/runtime/cluster/clusterpb"
 	"github.com/chorusrt/chorus/session"
 )
 
 // TestClusterSurvivesSIGKILL runs three member processes and this process
 // as a client, against one fake provider enforcing one key's limit, with
 // sessions (each turn calls a non-idempotent and an idempotent tool) and
-// a batch in flight; it kills the member holding the most sessions with
-// SIGKILL while tools run and batch items stream, and checks:
+// a batch in flight; it kills the member that owns the key's budget (and
+// holds sessions) with SIGKILL while tools run and batch items stream, and
+// checks:
 //   - every session finishes, on a survivor, and no single-attempt write
 //     ran twice (ledger and journal agree: one attempt at most);
 //   - the batch has exactly one answer per custom_id, the right one;
@@ -45,7 +50,7 @@ func TestClusterSurvivesSIGKILL(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			children[i] = startChild(t, childSpec{Name: "crash", Bind: a, Peers: members, DSN: dsn, Provider: rec.URL + "/v1",
-				Ledger: l.path, Pause: 1500 * time.Millisecond, LeaseTTL: 1500 * time.Millisecond})
+				Ledger: l.path, Pause: 3 * time.Second, LeaseTTL: 1500 * time.Millisecond})
 		}()
 	}
 	wg.Wait()
@@ -67,9 +72,9 @@ func TestClusterSurvivesSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Sessions: each turn's tools pause 1.5s, so they run when the kill comes.
+	// Sessions: each turn's tools pause 3s, so they run when the kill comes.
 	ss := client.Sessions()
-	ids := make([]string, 12)
+	ids := make([]string, 18)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("crash-%02d", i)
 		if err := ss.Send(ctx, ids[i], llm.UserText("refund order 7")); err != nil {
@@ -89,22 +94,26 @@ func TestClusterSurvivesSIGKILL(t *testing.T) {
 		})
 	}()
 
-	// Kill the member holding the most session leases, mid-tool.
-	time.Sleep(700 * time.Millisecond)
+	// Kill the member that owns the key's budget, mid-tool and mid-batch,
+	// past the first window (the limit is known by then): the hardest
+	// case, its sessions and the key's budget both move.
+	time.Sleep(1600 * time.Millisecond)
+	owner := budgetOwnerNode(t, client, "fake", "sk-cluster-shared")
 	holders := leaseHolders(t, dsn)
-	victim, most := -1, 0
+	victim := -1
 	for i, c := range children {
-		if n := holders[c.bind]; n > most {
-			victim, most = i, n
+		if c.bind == owner {
+			victim = i
 		}
 	}
-	if victim < 0 {
-		t.Fatalf("no member holds a session lease (holders %v): nothing runs", holders)
+	most := holders[owner]
+	if victim < 0 || most == 0 {
+		t.Fatalf("the budget owner %q is not a member holding sessions (holders %v): nothing would be tested", owner, holders)
 	}
 	amu.Lock()
 	answered := len(answers)
 	amu.Unlock()
-	t.Logf("killing %s (holds %d of %d sessions; %d/%d batch items answered)", children[victim].bind, most, len(ids), answered, items)
+	t.Logf("killing %s (the key's budget owner; holds %d of %d sessions; %d/%d batch items answered)", children[victim].bind, most, len(ids), answered, items)
 	children[victim].kill()
 	children[victim] = nil
 
@@ -197,6 +206,22 @@ func runTestBatch(ctx context.Context, n *Node, items int, report func(id, answe
 	wg.Wait()
 	close(errs)
 	return <-errs
+}
+
+// budgetOwnerNode asks the budget owner of provider's key which node it
+// runs on.
+func budgetOwnerNode(t *testing.T, n *Node, provider, key string) string {
+	sum := sha256.Sum256([]byte(key))
+	id := budgetIdentity(runtime.Credential{Provider: provider, KeyID: hex.EncodeToString(sum[:8])})
+	pid := n.grain(id, kindBudget)
+	if pid == nil {
+		t.Fatal("no budget owner")
+	}
+	r, err := request(n.sys, pid, &clusterpb.BudgetStatsRequest{}, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.(*clusterpb.BudgetStats).Node
 }
 
 // leaseHolders counts the live session leases by node address.

@@ -50,8 +50,11 @@
 // learned header limits, cooldown on 429/529) for every node: each
 // request asks it for a grant and reports its end with the provider's
 // rate-limit headers. When the owner's node dies, the next activation
-// learns again: it starts from the latest headers the asking nodes saw and
-// probes a few requests until its own first response.
+// learns again: from the latest headers the asking nodes saw it knows the
+// limit and the window's reset, takes that window as spent (the dead owner
+// may have granted the rest of it), and after the reset sends one request
+// at a time until its own first response says what remains. So a failover
+// costs at most the rest of a window, never a 429.
 //
 // # Sessions
 //
@@ -85,15 +88,16 @@
 // # Guarantees as tested
 //
 // TestClusterSurvivesSIGKILL starts three member processes and a client,
-// runs twelve sessions (each turn calls a non-idempotent and an idempotent
-// tool) and a 60-item batch against one fake provider key enforcing its
-// limit, and kills the member holding the most sessions with SIGKILL while
-// tools run and items stream. Every session finishes on a survivor; no
-// single-attempt write ran twice (ledger and journal agree); the batch has
-// exactly one answer per custom_id; the provider's 429s all fall within
-// the first window. cmd/chorus's TestBatchClusterSIGKILL kills a chorus
-// node mid-batch and the batch process itself, and checks each custom_id
-// is written exactly once after --resume.
+// runs eighteen sessions (each turn calls a non-idempotent and an
+// idempotent tool) and a 60-item batch against one fake provider key
+// enforcing its limit, and, past the first window, kills the member that
+// owns the key's budget (and holds sessions) with SIGKILL while tools run
+// and items stream. Every session finishes on a survivor; no single-attempt
+// write ran twice (ledger and journal agree); the batch has exactly one
+// answer per custom_id; the provider's 429s all fall within the first
+// window. cmd/chorus's TestBatchClusterSIGKILL kills a chorus node
+// mid-batch and the batch process itself, and checks each custom_id is
+// written exactly once after --resume.
 //
 // Decisions and limits:
 //   - Proto.Actor leaves some goroutines behind after shutdown (its
