@@ -181,18 +181,24 @@ func TestOpenConnsAndCloseClientConnections(t *testing.T) {
 	defer tr.CloseIdleConnections()
 	c := &http.Client{Transport: tr}
 	var wg sync.WaitGroup
+	// Each answer stalls long enough for all three requests to be in
+	// flight at once (a request that started after another ended would
+	// reuse its connection), even on a loaded machine.
 	for range 3 {
-		srv.Push(llmtest.Fail(llmtest.Fault{Kind: llmtest.FaultStall, Stall: 50 * time.Millisecond}))
+		srv.Push(llmtest.Fail(llmtest.Fault{Kind: llmtest.FaultStall, Stall: 500 * time.Millisecond}))
 	}
+	start := make(chan struct{})
 	for range 3 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			<-start
 			if r := post(t, c, openaiEP.url(srv, false), openaiEP.body(false)); r.resp.StatusCode != 200 {
 				t.Errorf("status %d", r.resp.StatusCode)
 			}
 		}()
 	}
+	close(start)
 	wg.Wait()
 	if n := srv.OpenConns(); n != 3 {
 		t.Errorf("OpenConns() = %d with 3 idle keep-alive connections, want 3", n)
