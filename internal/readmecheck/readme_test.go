@@ -114,11 +114,15 @@ func scalingOut(ctx context.Context, req *llm.ChatRequest, pg store.Journal, too
 		return err
 	}
 	defer n.Close(ctx)
-	// A call from this node (the key's budget is cluster-wide), a call on some
-	// member with its deltas relayed here, and a session wherever it lives:
-	s, err := n.Runtime().Stream(ctx, req)
-	s, err = n.Stream(ctx, req)
-	err = n.Sessions().Send(ctx, "support-42", llm.UserText("refund order 7"))
-	_, _ = s, err
-	return nil
+	local, err := n.Runtime().Stream(ctx, req) // from this node; the key's budget is cluster-wide
+	if err != nil {
+		return err
+	}
+	remote, err := n.Stream(ctx, req) // on some member, its deltas relayed here
+	if err != nil {
+		return err
+	}
+	err = n.Sessions().Send(ctx, "support-42", llm.UserText("refund order 7")) // wherever it lives
+	_, _ = local, remote
+	return err
 }
