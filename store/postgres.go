@@ -285,6 +285,20 @@ func contextError(err error) error {
 	return nil
 }
 
+// columns lays recs out as the array parameters of the append statements:
+// the new last seq, and each record's seq, kind and payload.
+func columns(expectedSeq int64, recs []Record) (last int64, seqs []int64, kinds []string, datas [][]byte) {
+	seqs = make([]int64, len(recs))
+	kinds = make([]string, len(recs))
+	datas = make([][]byte, len(recs))
+	for i, r := range recs {
+		seqs[i] = expectedSeq + 1 + int64(i)
+		kinds[i] = r.Kind
+		datas[i] = nonNil(r.Data)
+	}
+	return expectedSeq + int64(len(recs)), seqs, kinds, datas
+}
+
 // Append implements Journal.
 func (p *Postgres) Append(ctx context.Context, session string, expectedSeq int64, recs ...Record) (int64, error) {
 	if err := validateAppend(session, expectedSeq, recs); err != nil {
@@ -300,15 +314,7 @@ func (p *Postgres) Append(ctx context.Context, session string, expectedSeq int64
 		}
 		return cur, nil
 	}
-	last := expectedSeq + int64(len(recs))
-	seqs := make([]int64, len(recs))
-	kinds := make([]string, len(recs))
-	datas := make([][]byte, len(recs))
-	for i, r := range recs {
-		seqs[i] = expectedSeq + 1 + int64(i)
-		kinds[i] = r.Kind
-		datas[i] = nonNil(r.Data)
-	}
+	last, seqs, kinds, datas := columns(expectedSeq, recs)
 	at := now()
 	err := p.do(ctx, "append", false, func(c *pgx.Conn) error {
 		var tag pgconn.CommandTag
@@ -690,15 +696,7 @@ func (p *Postgres) AppendLeased(ctx context.Context, l Lease, expectedSeq int64,
 		}
 		return cur, nil
 	}
-	last := expectedSeq + int64(len(recs))
-	seqs := make([]int64, len(recs))
-	kinds := make([]string, len(recs))
-	datas := make([][]byte, len(recs))
-	for i, r := range recs {
-		seqs[i] = expectedSeq + 1 + int64(i)
-		kinds[i] = r.Kind
-		datas[i] = nonNil(r.Data)
-	}
+	last, seqs, kinds, datas := columns(expectedSeq, recs)
 	at := now()
 	err := p.do(ctx, "append", false, func(c *pgx.Conn) error {
 		var leaseOK bool

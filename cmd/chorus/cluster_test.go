@@ -4,15 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/chorusrt/chorus/runtime/cluster"
 )
 
 // chorusNode is a running "chorus node" process.
@@ -79,31 +79,13 @@ func (n *chorusNode) stop(t *testing.T) {
 	}
 }
 
-// freePairs returns k loopback addresses whose port and port+1 are free,
-// all distinct (every listener stays open until all are chosen).
+// freePairs returns k loopback addresses for chorus node processes.
 func freePairs(t *testing.T, k int) []string {
-	var out []string
-	var held []net.Listener
-	defer func() {
-		for _, l := range held {
-			l.Close()
-		}
-	}()
-	for len(out) < k {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, l)
-		port := l.Addr().(*net.TCPAddr).Port
-		l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+1))
-		if err != nil {
-			continue
-		}
-		held = append(held, l2)
-		out = append(out, "127.0.0.1:"+strconv.Itoa(port))
+	addrs, err := cluster.LocalAddrs(k)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return addrs
 }
 
 // waitLines waits until path has at least n lines.

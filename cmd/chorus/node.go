@@ -5,8 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
-	"strconv"
 	"strings"
 	"time"
 
@@ -117,21 +115,11 @@ func splitList(s string) []string {
 	return out
 }
 
-// freeBind picks a loopback actor address whose port and port+1 are free,
-// for a client that names none.
+// freeBind picks a loopback actor address for a client that names none.
 func freeBind() (string, error) {
-	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return "", err
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+1))
-		l.Close()
-		if err == nil {
-			l2.Close()
-			return "127.0.0.1:" + strconv.Itoa(port), nil
-		}
+	addrs, err := cluster.LocalAddrs(1)
+	if err != nil {
+		return "", err
 	}
-	return "", errors.New("no free port pair on 127.0.0.1")
+	return addrs[0], nil
 }

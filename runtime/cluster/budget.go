@@ -206,6 +206,8 @@ func (a *remoteAdmitter) Admit(ctx context.Context, cost int) (uint64, error) {
 					return 0, ctx.Err()
 				}
 				continue // the owner's node is gone: ask the next activation
+			default:
+				return 0, &ProtocolError{Msg: fmt.Sprintf("unexpected admission reply %T", m)}
 			}
 		case <-ctx.Done():
 			w.stop()

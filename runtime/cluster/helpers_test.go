@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -21,36 +19,14 @@ import (
 	"github.com/chorusrt/chorus/session"
 )
 
-// freeAddrs returns k loopback addresses whose port and port+1 (the
-// membership port) were free a moment ago, all distinct: every listener
-// stays open until all are chosen, so none is picked twice.
+// freeAddrs returns k loopback addresses for test members (LocalAddrs).
 func freeAddrs(t testing.TB, k int) []string {
 	t.Helper()
-	var out []string
-	var held []net.Listener
-	defer func() {
-		for _, l := range held {
-			l.Close()
-		}
-	}()
-	for len(out) < k {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, l)
-		port := l.Addr().(*net.TCPAddr).Port
-		if port+1 > 65000 {
-			continue
-		}
-		l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+1))
-		if err != nil {
-			continue
-		}
-		held = append(held, l2)
-		out = append(out, "127.0.0.1:"+strconv.Itoa(port))
+	addrs, err := LocalAddrs(k)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return addrs
 }
 
 // openaiAt registers srv as the provider "fake" with key.

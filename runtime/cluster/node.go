@@ -412,6 +412,42 @@ func (n *Node) shutdownLocal() {
 	n.sys.Shutdown()
 }
 
+// LocalAddrs returns k distinct loopback actor addresses (127.0.0.1:port)
+// whose port and port+1 (the membership port) are free now, for a cluster
+// on one machine or a client that names no address. Free now is no
+// promise: another process may take a port first, and Join then fails
+// naming it.
+func LocalAddrs(k int) ([]string, error) {
+	var out []string
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
+	for tries := 0; len(out) < k; tries++ {
+		if tries > 100*k {
+			return nil, errors.New("cluster: no free port pairs on 127.0.0.1")
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		held = append(held, l) // held until all are chosen: none is picked twice
+		port := l.Addr().(*net.TCPAddr).Port
+		if port+1 > 65534 {
+			continue
+		}
+		l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+1))
+		if err != nil {
+			continue
+		}
+		held = append(held, l2)
+		out = append(out, "127.0.0.1:"+strconv.Itoa(port))
+	}
+	return out, nil
+}
+
 // randUint64 returns a random non-zero number.
 func randUint64() uint64 {
 	var b [8]byte

@@ -363,7 +363,17 @@ func (n *Node) sessionCall(ctx context.Context, id string, req *clusterpb.Sessio
 			w.stop()
 			switch m := m.(type) {
 			case *clusterpb.SessionReply:
-				return m.Json, fromFailure(m.Err)
+				err := fromFailure(m.Err)
+				if errors.Is(err, session.ErrClosed) && try < 20 {
+					// The session's node is leaving and refused before doing
+					// anything: ask its next activation.
+					n.forget(id, kindSession, pid)
+					if !sleepCtx(ctx, 200*time.Millisecond) {
+						return nil, ctx.Err()
+					}
+					continue
+				}
+				return m.Json, err
 			case *actor.Terminated:
 				n.forget(id, kindSession, pid)
 				if !retry || try >= 20 {
