@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chorusrt/chorus/internal/pgtest"
 	"github.com/chorusrt/chorus/store"
 )
 
@@ -25,7 +26,7 @@ func BenchmarkAppend(b *testing.B) {
 			b.Cleanup(func() { j.Close() })
 			return j
 		}},
-		{"postgres", func(b *testing.B) store.Journal { return openPostgres(b, pgSchemaDSN(b)) }},
+		{"postgres", func(b *testing.B) store.Journal { return openPostgres(b, pgtest.SchemaDSN(b)) }},
 	}
 	data := []byte(`{"role":"assistant","content":"The tool returned 42 rows; summarising them now.","usage":{"prompt_tokens":812,"completion_tokens":64}}`)
 	for _, be := range backends {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/chorusrt/chorus/internal/pgtest"
 	"github.com/chorusrt/chorus/store"
 )
 
@@ -77,13 +78,13 @@ func TestSQLiteLeasesOnOldFile(t *testing.T) {
 // TestPostgresLeasesOnOldSchema is TestSQLiteLeasesOnOldFile for
 // PostgreSQL.
 func TestPostgresLeasesOnOldSchema(t *testing.T) {
-	dsn := pgSchemaDSN(t)
+	dsn := pgtest.SchemaDSN(t)
 	j := openPostgres(t, dsn)
 	if _, err := j.Append(t.Context(), "s", 0, store.Record{Kind: "k"}); err != nil {
 		t.Fatal(err)
 	}
 	j.Close()
-	adminExec(t, dsn, "DROP TABLE chorus_journal_leases")
+	pgtest.Exec(t, dsn, "DROP TABLE chorus_journal_leases")
 	j = openPostgres(t, dsn)
 	checkLeasesWork(t, j)
 	conn, err := pgx.Connect(t.Context(), dsn)
@@ -119,8 +120,8 @@ func TestPostgresAppendLeasedFencesAcquire(t *testing.T) {
 	b := make([]byte, 6)
 	rand.Read(b)
 	app := "chorus_fence_" + hex.EncodeToString(b)
-	dsn := pgSchemaDSN(t)
-	j := openPostgres(t, withParam(dsn, "application_name", app))
+	dsn := pgtest.SchemaDSN(t)
+	j := openPostgres(t, pgtest.WithParam(dsn, "application_name", app))
 	ctx := ctxTimeout(t, time.Minute)
 	a, err := j.Acquire(ctx, "s", "A", 50*time.Millisecond)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/chorusrt/chorus/internal/pgtest"
 	"github.com/chorusrt/chorus/store"
 )
 
@@ -29,7 +30,7 @@ func TestMain(m *testing.M) {
 		os.Exit(runChild(mode))
 	}
 	code := m.Run()
-	stopPG()
+	pgtest.Stop()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/chorusrt/chorus/internal/pgtest"
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/store"
 	"github.com/chorusrt/chorus/store/storetest"
@@ -44,7 +45,7 @@ func postgresOpener() func(t *testing.T) store.Journal {
 		mu.Lock()
 		dsn, ok := dsns[t]
 		if !ok {
-			dsn = pgSchemaDSN(t)
+			dsn = pgtest.SchemaDSN(t)
 			dsns[t] = dsn
 		}
 		mu.Unlock()
@@ -53,7 +54,7 @@ func postgresOpener() func(t *testing.T) store.Journal {
 }
 
 func TestPostgresConformance(t *testing.T) {
-	pgBase(t)
+	pgtest.Base(t)
 	storetest.Run(t, postgresOpener())
 }
 
@@ -61,7 +62,7 @@ func TestPostgresConformance(t *testing.T) {
 // synchronous_commit=off is switched back on: commits must be flushed
 // before Append returns.
 func TestPostgresSynchronousCommit(t *testing.T) {
-	dsn := withParam(pgSchemaDSN(t), "synchronous_commit", "off")
+	dsn := pgtest.WithParam(pgtest.SchemaDSN(t), "synchronous_commit", "off")
 	conn, err := pgx.Connect(t.Context(), dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +83,7 @@ func TestPostgresSynchronousCommit(t *testing.T) {
 // once: creating the tables must not fail any of them.
 func TestPostgresConcurrentOpen(t *testing.T) {
 	for round := range 3 {
-		dsn := pgSchemaDSN(t)
+		dsn := pgtest.SchemaDSN(t)
 		const n = 6
 		errs := make([]error, n)
 		var wg sync.WaitGroup
@@ -113,8 +114,8 @@ func TestPostgresConcurrentOpen(t *testing.T) {
 }
 
 func TestOpenPostgresErrors(t *testing.T) {
-	base := pgBase(t)
-	port, err := freePort()
+	base := pgtest.Base(t)
+	port, err := pgtest.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,9 +128,9 @@ func TestOpenPostgresErrors(t *testing.T) {
 		contains  string
 	}{
 		{"unparsable", "postgres://u:hunter2@[::1/db", "dsn", ""},
-		{"bad pool_max_conns", withParam(base, "pool_max_conns", "zero"), "dsn", "pool_max_conns"},
+		{"bad pool_max_conns", pgtest.WithParam(base, "pool_max_conns", "zero"), "dsn", "pool_max_conns"},
 		{"nobody listening", fmt.Sprintf("postgres://u:hunter2@127.0.0.1:%d/db?sslmode=disable&connect_timeout=5", port), "", ""},
-		{"schema missing", withParam(base, "search_path", missing), "", "search_path"},
+		{"schema missing", pgtest.WithParam(base, "search_path", missing), "", "search_path"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			j, err := store.OpenPostgres(ctxTimeout(t, time.Minute), tc.dsn)
@@ -167,9 +168,9 @@ func TestPostgresPoolMax(t *testing.T) {
 			b := make([]byte, 6)
 			rand.Read(b)
 			app := "chorus_pool_" + hex.EncodeToString(b)
-			dsn := withParam(pgSchemaDSN(t), "application_name", app)
+			dsn := pgtest.WithParam(pgtest.SchemaDSN(t), "application_name", app)
 			if tc.param != "" {
-				dsn = withParam(dsn, "pool_max_conns", tc.param)
+				dsn = pgtest.WithParam(dsn, "pool_max_conns", tc.param)
 			}
 			j := openPostgres(t, dsn)
 			if _, err := j.Append(t.Context(), "s", 0, store.Record{Kind: "k"}); err != nil {
@@ -184,7 +185,7 @@ func TestPostgresPoolMax(t *testing.T) {
 					}
 				})
 			}
-			conn, err := pgx.Connect(t.Context(), pgBase(t))
+			conn, err := pgx.Connect(t.Context(), pgtest.Base(t))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -215,13 +216,13 @@ func TestPostgresDroppedConnection(t *testing.T) {
 	b := make([]byte, 6)
 	rand.Read(b)
 	app := "chorus_drop_" + hex.EncodeToString(b)
-	dsn := withParam(withParam(pgSchemaDSN(t), "pool_max_conns", "1"), "application_name", app)
+	dsn := pgtest.WithParam(pgtest.WithParam(pgtest.SchemaDSN(t), "pool_max_conns", "1"), "application_name", app)
 	j := openPostgres(t, dsn)
 	ctx := ctxTimeout(t, time.Minute)
 	if _, err := j.Append(ctx, "s", 0, store.Record{Kind: "k"}); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := pgx.Connect(ctx, pgBase(t))
+	conn, err := pgx.Connect(ctx, pgtest.Base(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,8 +246,8 @@ func TestPostgresCancelledConnection(t *testing.T) {
 	b := make([]byte, 6)
 	rand.Read(b)
 	app := "chorus_cancel_" + hex.EncodeToString(b)
-	dsn := pgSchemaDSN(t)
-	j := openPostgres(t, withParam(withParam(dsn, "pool_max_conns", "1"), "application_name", app))
+	dsn := pgtest.SchemaDSN(t)
+	j := openPostgres(t, pgtest.WithParam(pgtest.WithParam(dsn, "pool_max_conns", "1"), "application_name", app))
 	ctx := ctxTimeout(t, time.Minute)
 	if _, err := j.Append(ctx, "s", 0, store.Record{Kind: "k"}); err != nil {
 		t.Fatal(err)
@@ -329,8 +330,8 @@ func TestPostgresCloseInFlight(t *testing.T) {
 	b := make([]byte, 6)
 	rand.Read(b)
 	app := "chorus_close_" + hex.EncodeToString(b)
-	dsn := pgSchemaDSN(t)
-	j := openPostgres(t, withParam(dsn, "application_name", app))
+	dsn := pgtest.SchemaDSN(t)
+	j := openPostgres(t, pgtest.WithParam(dsn, "application_name", app))
 	ctx := ctxTimeout(t, time.Minute)
 	if _, err := j.Append(ctx, "s", 0, store.Record{Kind: "k"}); err != nil {
 		t.Fatal(err)
@@ -396,12 +397,12 @@ func TestPostgresCloseInFlight(t *testing.T) {
 // every acknowledged append is committed and the table holds whole batches
 // only.
 func TestPostgresCrash(t *testing.T) {
-	runCrashTest(t, "postgres", pgSchemaDSN(t))
+	runCrashTest(t, "postgres", pgtest.SchemaDSN(t))
 }
 
 // TestPostgresMultiProcess has processes contend for one session.
 func TestPostgresMultiProcess(t *testing.T) {
-	runContendTest(t, "postgres", pgSchemaDSN(t), 3, 15)
+	runContendTest(t, "postgres", pgtest.SchemaDSN(t), 3, 15)
 }
 
 // TestPostgresServerCrash crashes the server (immediate shutdown: no
@@ -409,8 +410,8 @@ func TestPostgresMultiProcess(t *testing.T) {
 // acknowledged append survives, batches are whole, and the same journal
 // works again once the server is back.
 func TestPostgresServerCrash(t *testing.T) {
-	server := crashableCluster(t)
-	j := openPostgres(t, pgSchemaDSNOn(t, server.dsn()))
+	server := pgtest.Crashable(t)
+	j := openPostgres(t, pgtest.SchemaDSNOn(t, server.DSN()))
 	acks := make(chan int64, 1<<16)
 	done := make(chan error, 1)
 	go func() {
@@ -430,7 +431,7 @@ func TestPostgresServerCrash(t *testing.T) {
 	for n := range acks {
 		acked = append(acked, n)
 		if len(acked) == 40 {
-			if err := server.crash(); err != nil {
+			if err := server.Crash(); err != nil {
 				t.Fatalf("crash the server: %v", err)
 			}
 		}
@@ -440,7 +441,7 @@ func TestPostgresServerCrash(t *testing.T) {
 		t.Fatalf("only %d appends before the writer failed: %v", len(acked), err)
 	}
 	t.Logf("%d appends acknowledged; the writer then failed with: %v", len(acked), err)
-	if err := server.start(); err != nil {
+	if err := server.Start(); err != nil {
 		t.Fatalf("restart the server: %v", err)
 	}
 	last := checkCrashJournal(t, j, acked) // the journal opened before the crash reconnects

@@ -5,51 +5,25 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/chorusrt/chorus/internal/pgtest"
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/llmtest"
 	"github.com/chorusrt/chorus/session"
 	"github.com/chorusrt/chorus/store"
 )
 
-// pgDSN returns a DSN on a fresh schema of the PostgreSQL server named by
-// CHORUS_PG_DSN (.ci/postgres.sh sets it), or skips (fails under CI).
+// pgDSN returns a DSN on a fresh schema, dropped when t ends, of the test
+// PostgreSQL server (pgtest: CHORUS_PG_DSN's, else a throwaway cluster
+// this test binary starts), or skips (fails under CI).
 func pgDSN(t testing.TB) string {
 	t.Helper()
-	base := os.Getenv("CHORUS_PG_DSN")
-	if base == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CHORUS_PG_DSN is required in CI: the cluster's sessions need PostgreSQL")
-		}
-		t.Skip("CHORUS_PG_DSN is not set (eval \"$(.ci/postgres.sh)\" starts a server)")
-	}
-	schema := "cluster_" + newToken()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
+	return pgtest.SchemaDSN(t)
 }
 
 // ledger records the side effects of the test tools, one line per effect,

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/chorusrt/chorus/internal/pgtest"
 )
 
 // leakIgnores are goroutines Proto.Actor leaves behind by design or by an
@@ -21,8 +23,18 @@ var leakIgnores = []goleak.Option{
 }
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) != "" {
+	if os.Getenv(childEnv) != "" { // a child gets its DSN from the parent: no server of its own
 		os.Exit(runChild())
 	}
-	goleak.VerifyTestMain(m, leakIgnores...)
+	goleak.VerifyTestMain(stopPGAfter{m}, leakIgnores...)
+}
+
+// stopPGAfter runs the tests, then stops the throwaway PostgreSQL cluster
+// if they started one, before goleak looks for leaked goroutines.
+type stopPGAfter struct{ m *testing.M }
+
+func (s stopPGAfter) Run() int {
+	code := s.m.Run()
+	pgtest.Stop()
+	return code
 }
