@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/llmtest"
 	"github.com/chorusrt/chorus/providers"
 	"github.com/chorusrt/chorus/runtime"
@@ -171,5 +170,3 @@ func clusterResponder(r llmtest.Recorded) llmtest.Step {
 	}
 	return agentResponder(r)
 }
-
-var _ = llm.UserText

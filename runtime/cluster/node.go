@@ -114,9 +114,14 @@ const (
 )
 
 // Join starts a node and joins the cluster cfg.Name. It returns once the
-// node serves; other members are found as they come.
+// node serves (about a second: Proto.Actor's start-up), and other members
+// are found as they come (WaitMembers waits for them). A ctx already done
+// joins nothing.
 func Join(ctx context.Context, cfg Config) (*Node, error) {
 	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if cfg.LeaseTTL <= 0 {
@@ -225,7 +230,6 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	if n.sessions != nil {
 		n.sessions.start()
 	}
-	_ = ctx
 	return n, nil
 }
 
