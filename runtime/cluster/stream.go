@@ -57,6 +57,26 @@ func (n *Node) Stream(ctx context.Context, req *llm.ChatRequest) (*llm.Stream, e
 	return s, nil
 }
 
+// streamOn runs req on the member at addr only (tests and benchmarks).
+func (n *Node) streamOn(ctx context.Context, addr string, req *llm.ChatRequest) (*llm.Stream, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, &llm.ConfigError{Field: "request", Msg: err.Error()}
+	}
+	s, w, sctx := llm.NewStream(ctx, 64)
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		res, emitted, err := n.remoteOnce(sctx, actor.NewPID(addr, workerName), body, w)
+		var se *llm.StreamError
+		if err != nil && emitted && !errors.As(err, &se) {
+			err = &llm.StreamError{Partial: res, Err: err}
+		}
+		w.Finish(res, err)
+	}()
+	return s, nil
+}
+
 // Chat runs req on a member of the cluster and returns its result. Unlike
 // a stream, nothing reaches the caller before the end, so a call whose node
 // is lost, even mid-answer, runs again on another member (up to 3 times):
@@ -94,6 +114,10 @@ func (n *Node) runRemote(ctx context.Context, body []byte, w *llm.StreamWriter) 
 			return
 		}
 		if emitted || !errors.Is(err, ErrNodeLost) || ctx.Err() != nil {
+			var se *llm.StreamError
+			if emitted && !errors.As(err, &se) {
+				err = &llm.StreamError{Partial: res, Err: err} // as a local stream reports it
+			}
 			w.Finish(res, err)
 			return
 		}

@@ -161,3 +161,55 @@ func TestRemoteStreamCancel(t *testing.T) {
 		t.Fatalf("%d provider connections still open after the cancel", n)
 	}
 }
+
+// A worker that dies mid-stream ends the caller's stream with a
+// *llm.StreamError holding the partial result and ErrNodeLost (no retry
+// after the first event: the caller has seen output); calls then go to
+// the survivors. (TestClusterSurvivesSIGKILL covers calls in flight on a
+// killed member being run again by Chat.)
+func TestRemoteStreamWorkerLost(t *testing.T) {
+	srv := llmtest.NewServer(llmtest.WithDefault(llmtest.Reply{Text: strings.Repeat("abcd", 5000)}), llmtest.WithLatency(0, time.Millisecond))
+	defer srv.Close()
+	addrs := freeAddrs(t, 3)
+	nodes := joinAll(t, "stream-lost", addrs, func(i int, c *Config) { c.Runtime = append(c.Runtime, openaiAt(srv, "sk-test")) })
+	defer closeAll(t, []*Node{nodes[0], nodes[2]})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	worker := nodes[1]
+	s, err := nodes[0].streamOn(ctx, worker.Address(), &llm.ChatRequest{Model: "fake/m", Messages: []llm.Message{llm.UserText("hi")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	var killed time.Time
+	for ev := range s.Events() {
+		if ev.Type == llm.EventText {
+			got++
+		}
+		if got == 10 {
+			killed = time.Now()
+			worker.stopCluster() // the worker's node goes away, abruptly for its peers
+			srv.Push(llmtest.Text("short"), llmtest.Text("short"), llmtest.Text("short"), llmtest.Text("short"))
+		}
+	}
+	_, err = s.Result()
+	t.Logf("the loss ended the stream %v after the worker's node went", time.Since(killed))
+	var se *llm.StreamError
+	if !errors.Is(err, ErrNodeLost) || !errors.As(err, &se) || se.Partial == nil {
+		t.Fatalf("stream ended with %v (%T), want a StreamError with ErrNodeLost and the partial result", err, err)
+	}
+	if n := len(se.Partial.Content); n < 40 || n >= 20000 {
+		t.Fatalf("partial result of %d bytes: want the text received before the loss", n)
+	}
+	worker.cancel()
+	worker.wg.Wait()
+	_ = worker.rt.Close(context.Background())
+
+	// Calls go on through the survivors.
+	for i := range 4 {
+		r, err := nodes[0].Chat(ctx, &llm.ChatRequest{Model: "fake/m", Messages: []llm.Message{llm.UserText("again")}})
+		if err != nil || r.Content != "short" {
+			t.Fatalf("chat %d after the loss: %v, %v", i, r, err)
+		}
+	}
+}
