@@ -7,6 +7,7 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -138,5 +139,32 @@ func TestErrorsCrossTyped(t *testing.T) {
 	}
 	if fromFailure(toFailure(nil)) != nil {
 		t.Error("nil error crossed as non-nil")
+	}
+}
+
+// Single-machine programs never link gRPC: none of the packages they
+// import depends on Proto.Actor's remote or cluster, only this one does.
+func TestSingleMachineDoesNotLinkGRPC(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH")
+	}
+	pkgs := []string{"runtime", "pipeline", "pipeline/rx", "session", "store", "providers", "actors", "llm", "llmtest"}
+	args := []string{"list", "-deps"}
+	for _, p := range pkgs {
+		args = append(args, "github.com/chorusrt/chorus/"+p)
+	}
+	out, err := exec.Command(goBin, args...).Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.HasPrefix(dep, "google.golang.org/grpc") || strings.Contains(dep, "protoactor-go/remote") || strings.Contains(dep, "protoactor-go/cluster") {
+			t.Errorf("a single-machine package links %s", dep)
+		}
+	}
+	self, err := exec.Command(goBin, "list", "-deps", "github.com/chorusrt/chorus/runtime/cluster").Output()
+	if err != nil || !strings.Contains(string(self), "google.golang.org/grpc") {
+		t.Fatalf("the check proves nothing: runtime/cluster itself does not list gRPC (%v)", err)
 	}
 }
