@@ -454,13 +454,14 @@ func (s *Sessions) Wait(ctx context.Context, id string) (session.TurnResult, err
 // node, from 0). Events are numbered per activation.
 func (s *Sessions) Events(ctx context.Context, id string, after uint64) (<-chan session.Event, func()) {
 	out := make(chan session.Event)
-	fctx, cancel := context.WithCancel(ctx)
+	fctx, cancel := s.n.bound(ctx)
 	done := make(chan struct{})
 	s.n.wg.Add(1)
 	go func() {
 		defer s.n.wg.Done()
 		defer close(done)
 		defer close(out)
+		defer cancel()
 		pid := s.n.grain(id, kindSession)
 		if pid == nil {
 			return

@@ -48,10 +48,12 @@ func (n *Node) Stream(ctx context.Context, req *llm.ChatRequest) (*llm.Stream, e
 	if err != nil {
 		return nil, &llm.ConfigError{Field: "request", Msg: err.Error()}
 	}
-	s, w, sctx := llm.NewStream(ctx, 64)
+	bctx, release := n.bound(ctx)
+	s, w, sctx := llm.NewStream(bctx, 64)
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
+		defer release()
 		n.runRemote(sctx, body, w)
 	}()
 	return s, nil
@@ -63,10 +65,12 @@ func (n *Node) streamOn(ctx context.Context, addr string, req *llm.ChatRequest) 
 	if err != nil {
 		return nil, &llm.ConfigError{Field: "request", Msg: err.Error()}
 	}
-	s, w, sctx := llm.NewStream(ctx, 64)
+	bctx, release := n.bound(ctx)
+	s, w, sctx := llm.NewStream(bctx, 64)
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
+		defer release()
 		res, emitted, err := n.remoteOnce(sctx, actor.NewPID(addr, workerName), body, w)
 		var se *llm.StreamError
 		if err != nil && emitted && !errors.As(err, &se) {
@@ -75,6 +79,15 @@ func (n *Node) streamOn(ctx context.Context, addr string, req *llm.ChatRequest) 
 		w.Finish(res, err)
 	}()
 	return s, nil
+}
+
+// bound returns a context that also ends when the node closes, so that
+// Close ends the calls in flight from this node; release it when the call
+// ends.
+func (n *Node) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(n.base, cancel)
+	return ctx, func() { stop(); cancel() }
 }
 
 // Chat runs req on a member of the cluster and returns its result. Unlike

@@ -160,6 +160,21 @@ func TestRemoteStreamCancel(t *testing.T) {
 	if n := srv.OpenConns(); n > 0 {
 		t.Fatalf("%d provider connections still open after the cancel", n)
 	}
+
+	// Closing the caller's node ends its streams in flight.
+	s2, err := nodes[0].streamOn(context.Background(), nodes[1].Address(), &llm.ChatRequest{Model: "fake/m", Messages: []llm.Message{llm.UserText("hi")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-s2.Events()
+	cctx, ccancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer ccancel()
+	if err := nodes[0].Close(cctx); err != nil {
+		t.Fatalf("close with a stream in flight: %v", err)
+	}
+	if err := s2.Err(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a stream in flight when its node closed ended with %v, want context.Canceled", err)
+	}
 }
 
 // A worker that dies mid-stream ends the caller's stream with a
