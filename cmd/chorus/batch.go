@@ -36,7 +36,7 @@ one OpenAI Batch output line per custom_id.
                           already in it, cut an unterminated last line
       --overwrite         start again over an existing non-empty output
       --config FILE       chorus.yaml: aliases, providers, limits, defaults, sim
-      --cluster NAME      spread the chat lines over the members of a Chorus
+      --cluster NAME      spread the lines over the members of a Chorus
                           cluster (chorus node) instead of calling from here;
                           this process joins as a client and alone writes
                           the output, so resume works as without a cluster
@@ -155,9 +155,10 @@ type batchRun struct {
 	dflt  map[bool]defaultPick
 	dmu   sync.Mutex
 	start time.Time
-	// chat runs a chat line: the local runtime, or the cluster's members.
-	chat      func(context.Context, *llm.ChatRequest) (*llm.ChatResult, error)
-	clustered bool
+	// chat and embed run a line: on the local runtime, or on the
+	// cluster's members.
+	chat  func(context.Context, *llm.ChatRequest) (*llm.ChatResult, error)
+	embed func(context.Context, *llm.EmbedRequest) (*llm.EmbedResult, error)
 }
 
 type defaultPick struct {
@@ -233,7 +234,7 @@ func runBatch(ctx context.Context, e env, o *batchOpts) int {
 	if o.resume && len(rs.done) > 0 {
 		fmt.Fprintf(e.stderr, "chorus batch: resuming: %d custom_id(s) already in %s are skipped\n", len(rs.done), o.out)
 	}
-	b := &batchRun{e: e, o: o, st: st, dflt: map[bool]defaultPick{}, start: time.Now(), chat: st.rt.Chat}
+	b := &batchRun{e: e, o: o, st: st, dflt: map[bool]defaultPick{}, start: time.Now(), chat: st.rt.Chat, embed: st.rt.Embed}
 	if o.cluster != "" {
 		n, err := joinCluster(ctx, o)
 		if err != nil {
@@ -244,8 +245,8 @@ func runBatch(ctx context.Context, e env, o *batchOpts) int {
 			defer cancel()
 			_ = n.Close(cctx)
 		}()
-		b.chat, b.clustered = n.Chat, true
-		fmt.Fprintf(e.stderr, "chorus batch: chat lines go to cluster %q (%d members)\n", o.cluster, len(n.Members()))
+		b.chat, b.embed = n.Chat, n.Embed
+		fmt.Fprintf(e.stderr, "chorus batch: lines go to cluster %q (%d members)\n", o.cluster, len(n.Members()))
 	}
 	b.prog = newProgress(e.stderr, e.stderrTTY, e.width, total)
 	code := b.run(ctx, in, out, rs)
@@ -597,10 +598,7 @@ func (b *batchRun) do(ctx context.Context, j *job) (r *result) {
 		r.usage = res.Usage
 		line = successLine(j.customID, res.Meta.RequestID, completionBody(res, j.model, time.Now()))
 	case jobEmbed:
-		if b.clustered {
-			return b.failure(ctx, r, &llm.UnsupportedError{Provider: "cluster " + b.o.cluster, Op: "embedding lines (run them without --cluster)"})
-		}
-		res, err := b.st.rt.Embed(ctx, j.embed)
+		res, err := b.embed(ctx, j.embed)
 		if err != nil {
 			return b.failure(ctx, r, err)
 		}

@@ -104,9 +104,9 @@ func waitLines(t *testing.T, path string, n int, proc *exec.Cmd, stderr *lockedB
 	}
 }
 
-// TestBatchClusterSIGKILL spreads a batch over three chorus node processes
-// and kills one of them with SIGKILL mid-batch: the batch still ends with
-// every custom_id exactly once. Then it kills the batch process itself
+// TestBatchClusterSIGKILL spreads a batch (chat and embedding lines) over
+// three chorus node processes, and kills one of them with SIGKILL
+// mid-batch: the batch still ends with every custom_id exactly once. Then it kills the batch process itself
 // mid-run and resumes it over the cluster: again every custom_id once, and
 // the lines already written kept byte for byte.
 func TestBatchClusterSIGKILL(t *testing.T) {
@@ -130,7 +130,11 @@ func TestBatchClusterSIGKILL(t *testing.T) {
 	var lines, want []string
 	for i := range items {
 		id := fmt.Sprintf("k%03d", i)
-		lines = append(lines, chatLine(id, "", fmt.Sprintf("item %d", i)))
+		if i%10 == 3 { // embedding lines go to the members too
+			lines = append(lines, fmt.Sprintf(`{"custom_id":%q,"method":"POST","url":"/v1/embeddings","body":{"input":"item %d"}}`, id, i))
+		} else {
+			lines = append(lines, chatLine(id, "", fmt.Sprintf("item %d", i)))
+		}
 		want = append(want, id)
 	}
 	in := writeInput(t, lines...)
@@ -167,7 +171,7 @@ func TestBatchClusterSIGKILL(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("batch over a cluster that lost a member: %v\n%s", err, errb.String())
 	}
-	if !strings.Contains(errb.String(), `chat lines go to cluster "batchtest"`) {
+	if !strings.Contains(errb.String(), `lines go to cluster "batchtest"`) {
 		t.Fatalf("the batch did not say it used the cluster:\n%s", errb.String())
 	}
 	checkAll(out1)

@@ -83,7 +83,9 @@
 // stream cancels the call on the member; each side watches the other, and
 // a lost member is ErrNodeLost: retried on another member before the first
 // event, returned with the partial result after it. Node.Chat, which
-// delivers nothing before the end, runs a call whose member was lost again.
+// delivers nothing before the end, runs a call whose member was lost again,
+// as Node.Embed does (a call the caller abandons still finishes on its
+// member, and its answer is dropped).
 //
 // # Guarantees as tested
 //
@@ -108,5 +110,4 @@
 //     A remote stream adds about 0.8 µs per delta, a session turn driven
 //     from another node about 1 ms (BenchmarkRemoteStream,
 //     BenchmarkRemoteSessionStep).
-//   - Embedding lines are not spread over a cluster by chorus batch.
 package cluster

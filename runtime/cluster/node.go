@@ -98,6 +98,9 @@ type Node struct {
 	base   context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// gate guards wg against an Add after Close began waiting.
+	gate    sync.Mutex
+	leaving bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -324,6 +327,20 @@ func (n *Node) Members() []string {
 	return append([]string(nil), n.members...)
 }
 
+// enter registers a goroutine of the node; false once Close began.
+func (n *Node) enter() bool {
+	n.gate.Lock()
+	defer n.gate.Unlock()
+	if n.leaving {
+		return false
+	}
+	n.wg.Add(1)
+	return true
+}
+
+// ErrClosed is the error of a call on a node that is closing or closed.
+var ErrClosed = errors.New("cluster: node closed")
+
 // grain returns the PID of the grain identity of kind, activating it.
 func (n *Node) grain(identity, kind string) *actor.PID {
 	key := kind + "/" + identity
@@ -381,6 +398,9 @@ func (n *Node) Close(ctx context.Context) error {
 		if n.sessions != nil {
 			n.sessions.close(ctx)
 		}
+		n.gate.Lock()
+		n.leaving = true
+		n.gate.Unlock()
 		n.cancel()
 		n.wg.Wait()
 		if n.rt != nil {

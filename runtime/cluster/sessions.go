@@ -276,7 +276,10 @@ func (g *sessionGrain) handle(c actor.Context, m *clusterpb.SessionRequest) {
 		reply(nil, err)
 	case "wait":
 		// A turn can take long: wait off the grain's mailbox.
-		h.n.wg.Add(1)
+		if !h.n.enter() {
+			reply(nil, session.ErrClosed)
+			return
+		}
 		go func() {
 			defer h.n.wg.Done()
 			reply(h.m.Wait(h.n.base, g.id))
@@ -456,7 +459,11 @@ func (s *Sessions) Events(ctx context.Context, id string, after uint64) (<-chan 
 	out := make(chan session.Event)
 	fctx, cancel := s.n.bound(ctx)
 	done := make(chan struct{})
-	s.n.wg.Add(1)
+	if !s.n.enter() {
+		cancel()
+		close(out)
+		return out, func() {}
+	}
 	go func() {
 		defer s.n.wg.Done()
 		defer close(done)

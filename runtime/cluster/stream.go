@@ -48,9 +48,11 @@ func (n *Node) Stream(ctx context.Context, req *llm.ChatRequest) (*llm.Stream, e
 	if err != nil {
 		return nil, &llm.ConfigError{Field: "request", Msg: err.Error()}
 	}
+	if !n.enter() {
+		return nil, ErrClosed
+	}
 	bctx, release := n.bound(ctx)
 	s, w, sctx := llm.NewStream(bctx, 64)
-	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
 		defer release()
@@ -65,9 +67,11 @@ func (n *Node) streamOn(ctx context.Context, addr string, req *llm.ChatRequest) 
 	if err != nil {
 		return nil, &llm.ConfigError{Field: "request", Msg: err.Error()}
 	}
+	if !n.enter() {
+		return nil, ErrClosed
+	}
 	bctx, release := n.bound(ctx)
 	s, w, sctx := llm.NewStream(bctx, 64)
-	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
 		defer release()
@@ -329,6 +333,10 @@ func partial(rb *llm.ResultBuilder, emitted bool) *llm.ChatResult {
 type workerActor struct{ n *Node }
 
 func (a *workerActor) Receive(c actor.Context) {
+	if call, ok := c.Message().(*clusterpb.CallRequest); ok {
+		a.n.serveCall(c, call)
+		return
+	}
 	m, ok := c.Message().(*clusterpb.StreamOpen)
 	if !ok {
 		return

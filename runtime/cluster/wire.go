@@ -198,6 +198,7 @@ var sentinels = map[string]error{
 	"deadline":          context.DeadlineExceeded,
 	"node_lost":         ErrNodeLost,
 	"closed":            actors.ErrClosed,
+	"node_closed":       ErrClosed,
 	"session_closed":    session.ErrClosed,
 	"session_unknown":   session.ErrUnknownSession,
 	"no_active_turn":    session.ErrNoActiveTurn,

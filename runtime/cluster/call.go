@@ -1,0 +1,111 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/runtime/cluster/clusterpb"
+)
+
+// Embed runs an embeddings request on a member of the cluster (round
+// robin) and returns its result. A call whose member is lost runs again on
+// another (an embedding is a read), up to 3 times.
+func (n *Node) Embed(ctx context.Context, req *llm.EmbedRequest) (*llm.EmbedResult, error) {
+	if req == nil {
+		return nil, &llm.ConfigError{Field: "request", Msg: "is nil"}
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, &llm.ConfigError{Field: "request", Msg: err.Error()}
+	}
+	b, err := n.call(ctx, "embed", body)
+	if err != nil {
+		return nil, err
+	}
+	var res llm.EmbedResult
+	if err := json.Unmarshal(b, &res); err != nil {
+		return nil, &ProtocolError{Msg: "undecodable embeddings result: " + err.Error()}
+	}
+	return &res, nil
+}
+
+// call runs one whole-answer call on a member, moving to another when the
+// member is lost before it answers.
+func (n *Node) call(ctx context.Context, op string, body []byte) ([]byte, error) {
+	ctx, release := n.bound(ctx)
+	defer release()
+	var lastErr error = errNoMembers
+	for attempt := 0; attempt < 4; attempt++ {
+		target := n.pickWorker(attempt)
+		if target == nil {
+			if !sleepCtx(ctx, 200*time.Millisecond) {
+				return nil, ctx.Err()
+			}
+			continue
+		}
+		w := newWaiter(n, target)
+		sendAs(n.sys, target, &clusterpb.CallRequest{Op: op, RequestJson: body}, w.pid)
+		select {
+		case m := <-w.ch:
+			w.stop()
+			switch m := m.(type) {
+			case *clusterpb.CallReply:
+				return m.ResultJson, fromFailure(m.Err)
+			case *actor.Terminated:
+				lastErr = ErrNodeLost
+				continue
+			default:
+				return nil, &ProtocolError{Msg: fmt.Sprintf("unexpected call reply %T", m)}
+			}
+		case <-ctx.Done():
+			w.stop()
+			return nil, ctx.Err()
+		}
+	}
+	return nil, lastErr
+}
+
+// serveCall runs a whole-answer call for another node, off the worker's
+// mailbox, and answers its sender.
+func (n *Node) serveCall(c actor.Context, m *clusterpb.CallRequest) {
+	sender, sys := c.Sender(), c.ActorSystem()
+	if sender == nil {
+		return
+	}
+	answer := func(v any, err error) {
+		r := &clusterpb.CallReply{Err: toFailure(err)}
+		if err == nil {
+			r.ResultJson, _ = json.Marshal(v)
+		}
+		send(sys, sender, r)
+	}
+	if n.rt == nil {
+		answer(nil, errNoMembers)
+		return
+	}
+	if !n.enter() {
+		answer(nil, ErrClosed)
+		return
+	}
+	go func() {
+		defer n.wg.Done()
+		switch m.Op {
+		case "embed":
+			var req llm.EmbedRequest
+			if err := json.Unmarshal(m.RequestJson, &req); err != nil {
+				answer(nil, &llm.ConfigError{Field: "request", Msg: "undecodable: " + err.Error()})
+				return
+			}
+			res, err := n.rt.Embed(n.base, &req)
+			answer(res, err)
+		default:
+			answer(nil, &llm.ConfigError{Field: "op", Msg: fmt.Sprintf("unknown call %q", m.Op)})
+		}
+	}()
+}
+
