@@ -108,4 +108,3 @@ func (n *Node) serveCall(c actor.Context, m *clusterpb.CallRequest) {
 		}
 	}()
 }
-
