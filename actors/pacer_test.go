@@ -168,3 +168,64 @@ func TestCredentialSeed(t *testing.T) {
 		t.Fatalf("a seed overrode the credential's own headers: limit %d", seen.pacer.reqs.limit)
 	}
 }
+
+// With no limit headers (Gemini), the first 429 teaches the request limit:
+// what succeeded in the window, until the provider's retry time, and the
+// window's length; the next windows are paced to it. The rest of the
+// first burst's 429s (granted before the limit was known) change nothing.
+func TestPacerInfersLimitFrom429s(t *testing.T) {
+	p := newPacer(Limits{}, time.Now())
+	p.firstGrant = time.Now()
+	start := p.firstGrant
+	release := func(seq uint64, limited bool, at time.Time) {
+		p.release(seq, llm.RateLimit{}, limited, 300*time.Millisecond, at)
+	}
+	var seqs []uint64
+	for range 14 {
+		seqs = append(seqs, p.grant(1))
+	}
+	t429 := start.Add(100 * time.Millisecond)
+	for _, s := range seqs[:6] {
+		release(s, false, t429)
+	}
+	release(seqs[8], true, t429) // the 6 that succeeded so far; window ends at +400ms
+	if !p.reqs.known || p.reqs.limit != 6 || p.reqs.remaining != 0 {
+		t.Fatalf("after the first 429: %+v, want limit 6, none left", p.reqs)
+	}
+	// Two more of that window were still in flight and succeed: the
+	// window let 8 through. Nothing more goes before its reset.
+	release(seqs[6], false, t429)
+	release(seqs[7], false, t429)
+	if p.reqs.limit != 8 || p.reqs.remaining != 0 {
+		t.Fatalf("after the window's late successes: %+v, want limit 8, still none left", p.reqs)
+	}
+	for _, s := range seqs[9:] {
+		release(s, true, t429) // the same burst
+	}
+	if p.reqs.limit != 8 {
+		t.Fatalf("the first burst's other 429s changed the limit to %d", p.reqs.limit)
+	}
+	if b, at := p.blocked(1, t429.Add(10*time.Millisecond)); !b || at.Before(start.Add(400*time.Millisecond)) {
+		t.Fatalf("blocked %v until %v, want until the provider's retry time", b, at)
+	}
+	next := start.Add(450 * time.Millisecond)
+	for i := range 8 {
+		if b, _ := p.blocked(1, next); b {
+			t.Fatalf("grant %d of the next window blocked", i)
+		}
+		p.grant(1)
+	}
+	if b, at := p.blocked(1, next); !b || at.Sub(next) < 350*time.Millisecond {
+		t.Fatalf("a 9th grant in the next window: blocked %v until %v; want blocked about one window (~%v)", b, at, p.reqs.window)
+	}
+	// Windows without a 429 wear the inference out: it is learned again
+	// from the next refusal rather than capping the credential for good.
+	at := next
+	for w := 0; w <= inferredWindows+1 && p.inferred; w++ {
+		at = at.Add(p.reqs.window + time.Millisecond)
+		p.blocked(1, at)
+	}
+	if p.inferred || p.reqs.known {
+		t.Fatalf("after %d clean windows the inferred limit still holds: %+v", inferredWindows, p.reqs)
+	}
+}
