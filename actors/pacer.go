@@ -113,32 +113,7 @@ type pacer struct {
 	grants     map[uint64]grant // in-flight grants by seq
 	lastReport uint64           // seq of the newest report applied
 	last       llm.RateLimit    // the newest report
-
-	// A provider that sends no limit headers (Gemini) tells its limit only
-	// by refusing: inferred says the request budget was inferred from its
-	// 429s; okEpoch/okInWindow count the requests that succeeded in the
-	// current window, and firstGrant is when the first window began.
-	inferred   bool
-	okEpoch    uint64
-	okInWindow int
-	firstGrant time.Time
-	// cleanWindows counts inferred windows without a 429 since the last
-	// (windowReset tells one window from the next); after
-	// inferredWindows of them the inference is dropped and learned again
-	// from the next 429, so a limit inferred from a transient refusal does
-	// not cap the credential for good.
-	cleanWindows int
-	windowReset  time.Time
-	// The window a limit was inferred from: grants (winFrom, winTo]. Its
-	// requests still in flight at the 429 count when they succeed, so the
-	// limit becomes all that window let through.
-	winFrom, winTo uint64
-	winOK          int
 }
-
-// inferredWindows is how many windows an inferred limit lasts without a
-// 429 before it is learned again.
-const inferredWindows = 10
 
 // grant is one admitted request: its token cost and the cumulative cost of
 // all grants up to and including it.
@@ -172,12 +147,6 @@ func (p *pacer) blocked(cost int, now time.Time) (bool, time.Time) {
 	}
 	p.reqs.refresh(now, p.seq)
 	p.toks.refresh(now, p.seq)
-	if p.inferred && !p.reqs.resetAt.Equal(p.windowReset) {
-		p.windowReset = p.reqs.resetAt
-		if p.cleanWindows++; p.cleanWindows > inferredWindows {
-			p.reqs, p.inferred, p.cleanWindows = budget{}, false, 0
-		}
-	}
 	if !p.reqs.allows(1) {
 		return true, p.reqs.wakeAt()
 	}
@@ -192,9 +161,6 @@ func (p *pacer) blocked(cost int, now time.Time) (bool, time.Time) {
 
 // grant admits a request of cost and returns its sequence number.
 func (p *pacer) grant(cost int) uint64 {
-	if p.firstGrant.IsZero() {
-		p.firstGrant = time.Now()
-	}
 	p.seq++
 	p.cum += cost
 	p.inFlight++
@@ -233,22 +199,6 @@ func (p *pacer) release(seq uint64, rl llm.RateLimit, rateLimited bool, retryAft
 			p.toks.learn(seq, rl.LimitTokens, rl.RemainingTokens, rl.ResetTokens, pendingToks, now)
 		}
 	}
-	if p.okEpoch != p.reqs.epoch {
-		p.okEpoch, p.okInWindow = p.reqs.epoch, 0
-	}
-	if !rateLimited && seq > p.reqs.epoch {
-		p.okInWindow++
-	}
-	if !rateLimited && p.inferred && seq > p.winFrom && seq <= p.winTo {
-		p.winOK++
-		if p.winOK > p.reqs.limit {
-			if p.reqs.epoch != p.winTo {
-				// A later window already began on the lower limit.
-				p.reqs.remaining += p.winOK - p.reqs.limit
-			}
-			p.reqs.limit = p.winOK
-		}
-	}
 	if rateLimited {
 		wait := retryAfter
 		if wait <= 0 {
@@ -257,7 +207,6 @@ func (p *pacer) release(seq uint64, rl llm.RateLimit, rateLimited bool, retryAft
 		if until := now.Add(wait); until.After(p.cooldownUntil) {
 			p.cooldownUntil = until
 		}
-		p.infer(seq, now, wait)
 		// The provider refused: whatever we thought remained, nothing does
 		// until the cooldown ends.
 		if p.reqs.known {
@@ -267,46 +216,6 @@ func (p *pacer) release(seq uint64, rl llm.RateLimit, rateLimited bool, retryAft
 			}
 		}
 	}
-}
-
-// infer learns a request limit from a 429 of a provider that sends no
-// limit headers: as many requests as succeeded in this window (at least
-// two: a lone refusal teaches only its cooldown), the window ending when
-// the provider says to retry, and lasting (for the first one) from the
-// first grant to that end. A later 429 in an inferred window
-// lowers the limit to what succeeded in it. Windows then refill on their
-// own, a little after the provider's (our clock starts late), so pacing
-// stays inside them; headers, if any come, replace the inference. A 429
-// of a request granted in an earlier window says nothing of this one.
-func (p *pacer) infer(seq uint64, now time.Time, wait time.Duration) {
-	if p.last.HasRequests || p.last.HasTokens || (p.reqs.known && !p.inferred) || p.limits.RequestsPerMinute > 0 {
-		return
-	}
-	if p.inferred && seq <= p.reqs.epoch {
-		return // granted in an earlier window: it says nothing of this one
-	}
-	if !p.inferred && p.okInWindow < 2 {
-		return // a lone refusal teaches nothing but its cooldown
-	}
-	end := now.Add(wait + resetMargin)
-	limit := max(p.okInWindow, 1)
-	period := p.reqs.window
-	if !p.inferred {
-		period = end.Sub(p.firstGrant)
-	} else {
-		limit = min(limit, p.reqs.limit)
-	}
-	if period <= 0 {
-		period = wait
-	}
-	p.winFrom, p.winTo, p.winOK = p.reqs.epoch, p.seq, p.okInWindow
-	if !p.inferred {
-		p.winFrom = 0
-	}
-	p.reqs = budget{known: true, limit: limit, remaining: 0, resetAt: end, window: period, epoch: p.seq}
-	p.inferred = true
-	p.okEpoch, p.okInWindow = p.seq, 0
-	p.cleanWindows, p.windowReset = 0, end
 }
 
 // cancelGrant returns a grant that was never used.

@@ -3,10 +3,6 @@ package runtime
 import (
 	"context"
 	"errors"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -257,64 +253,6 @@ func TestZero429AfterLimitsLearned(t *testing.T) {
 	minimum := time.Duration(total/limit-1) * window
 	t.Logf("pacing: %d requests, limit %d per %v: %v (theoretical minimum %v, %.0f%% of the allowed rate)",
 		total, limit, window, elapsed.Round(time.Millisecond), minimum, 100*float64(minimum)/float64(elapsed))
-}
-
-// TestGemini429sOnlyInTheFirstWindow: Gemini sends no rate-limit headers;
-// its 429s (with RetryInfo) are all the runtime has. It infers the limit
-// from the first window's refusals and paces the next windows to it: no
-// 429 after the first window.
-func TestGemini429sOnlyInTheFirstWindow(t *testing.T) {
-	const limit, window, total = 20, 400 * time.Millisecond, 100
-	srv := llmtest.NewServer(llmtest.WithRateLimit(llmtest.RateLimit{Requests: limit, Window: window}))
-	defer srv.Close()
-	var mu sync.Mutex
-	var first time.Time
-	var late []time.Duration
-	front := httptest.NewServer(&httputil.ReverseProxy{
-		Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(mustURL(t, srv.URL)) },
-		ModifyResponse: func(resp *http.Response) error {
-			mu.Lock()
-			defer mu.Unlock()
-			now := time.Now()
-			if first.IsZero() {
-				first = now
-			}
-			if resp.StatusCode == http.StatusTooManyRequests && now.Sub(first) > window {
-				late = append(late, now.Sub(first))
-			}
-			return nil
-		},
-	})
-	defer front.Close()
-	rt := newRT(t, WithProvider(providers.Config{ID: "gemini", Format: providers.FormatGemini, BaseURL: front.URL, APIKey: key}))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	for i := 0; i < total; i++ {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if _, err := rt.Chat(ctxT(t, 30*time.Second), req("gemini/m")); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
-	mu.Lock()
-	defer mu.Unlock()
-	t.Logf("%d 429s in all, %d after the first window %v", srv.RateLimited(), len(late), late)
-	if len(late) > 0 {
-		t.Fatalf("%d 429s after the first window (at %v): the inferred limit did not hold", len(late), late)
-	}
-}
-
-func mustURL(t *testing.T, s string) *url.URL {
-	u, err := url.Parse(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u
 }
 
 func TestOverloadIsImmediateAndTyped(t *testing.T) {
