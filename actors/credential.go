@@ -185,7 +185,6 @@ func (c *Credential) Handle(ctx actor.Context, msg any) {
 		}
 	case AdmitRequested:
 		c.admit(ctx, waiter{id: m.ID, cost: m.Cost, deadline: m.Deadline, reply: ctx.Sender()})
-
 	case AdmitCancelled:
 		for i, w := range c.queue {
 			if w.id == m.ID {
