@@ -41,6 +41,20 @@ const (
 // call whose node is lost is retried on another member; after it, the
 // partial result comes with ErrNodeLost in a *llm.StreamError.
 func (n *Node) Stream(ctx context.Context, req *llm.ChatRequest) (*llm.Stream, error) {
+	return n.stream(ctx, req, n.runRemote)
+}
+
+// streamOn runs req on the member at addr only (tests and benchmarks).
+func (n *Node) streamOn(ctx context.Context, addr string, req *llm.ChatRequest) (*llm.Stream, error) {
+	return n.stream(ctx, req, func(ctx context.Context, body []byte, w *llm.StreamWriter) {
+		res, emitted, err := n.remoteOnce(ctx, actor.NewPID(addr, workerName), body, w)
+		w.Finish(res, streamErr(res, emitted, err))
+	})
+}
+
+// stream starts run, which relays req's events into w, on a goroutine of
+// the node, bounded by ctx and by the node's life.
+func (n *Node) stream(ctx context.Context, req *llm.ChatRequest, run func(context.Context, []byte, *llm.StreamWriter)) (*llm.Stream, error) {
 	if req == nil {
 		return nil, &llm.ConfigError{Field: "request", Msg: "is nil"}
 	}
@@ -56,33 +70,19 @@ func (n *Node) Stream(ctx context.Context, req *llm.ChatRequest) (*llm.Stream, e
 	go func() {
 		defer n.wg.Done()
 		defer release()
-		n.runRemote(sctx, body, w)
+		run(sctx, body, w)
 	}()
 	return s, nil
 }
 
-// streamOn runs req on the member at addr only (tests and benchmarks).
-func (n *Node) streamOn(ctx context.Context, addr string, req *llm.ChatRequest) (*llm.Stream, error) {
-	body, err := json.Marshal(req)
-	if err != nil {
-		return nil, &llm.ConfigError{Field: "request", Msg: err.Error()}
+// streamErr is a remote stream's error as a local stream reports it: after
+// output, a *llm.StreamError holding the partial result.
+func streamErr(res *llm.ChatResult, emitted bool, err error) error {
+	var se *llm.StreamError
+	if err != nil && emitted && !errors.As(err, &se) {
+		return &llm.StreamError{Partial: res, Err: err}
 	}
-	if !n.enter() {
-		return nil, ErrClosed
-	}
-	bctx, release := n.bound(ctx)
-	s, w, sctx := llm.NewStream(bctx, 64)
-	go func() {
-		defer n.wg.Done()
-		defer release()
-		res, emitted, err := n.remoteOnce(sctx, actor.NewPID(addr, workerName), body, w)
-		var se *llm.StreamError
-		if err != nil && emitted && !errors.As(err, &se) {
-			err = &llm.StreamError{Partial: res, Err: err}
-		}
-		w.Finish(res, err)
-	}()
-	return s, nil
+	return err
 }
 
 // bound returns a context that also ends when the node closes, so that
@@ -131,11 +131,7 @@ func (n *Node) runRemote(ctx context.Context, body []byte, w *llm.StreamWriter) 
 			return
 		}
 		if emitted || !errors.Is(err, ErrNodeLost) || ctx.Err() != nil {
-			var se *llm.StreamError
-			if emitted && !errors.As(err, &se) {
-				err = &llm.StreamError{Partial: res, Err: err} // as a local stream reports it
-			}
-			w.Finish(res, err)
+			w.Finish(res, streamErr(res, emitted, err))
 			return
 		}
 		lastErr = err
