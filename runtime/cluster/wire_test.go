@@ -168,3 +168,33 @@ func TestSingleMachineDoesNotLinkGRPC(t *testing.T) {
 		t.Fatalf("the check proves nothing: runtime/cluster itself does not list gRPC (%v)", err)
 	}
 }
+
+// Bad configurations are refused before anything starts, with a
+// *llm.ConfigError naming the field.
+func TestJoinRefusesBadConfig(t *testing.T) {
+	cases := []struct {
+		cfg   Config
+		field string
+	}{
+		{Config{Bind: "127.0.0.1:7100"}, "cluster.Name"},
+		{Config{Name: "c", Bind: "nohost"}, "cluster.Bind"},
+		{Config{Name: "c", Bind: ":7100"}, "cluster.Bind"},
+		{Config{Name: "c", Bind: "127.0.0.1:0"}, "cluster.Bind"},
+		{Config{Name: "c", Bind: "127.0.0.1:7100", Peers: []string{"127.0.0.1:x"}}, "cluster.Peers[0]"},
+		{Config{Name: "c", Bind: "127.0.0.1:7100", Client: true}, "cluster.Peers"},
+		{Config{Name: "c", Bind: "127.0.0.1:7100", Peers: []string{"127.0.0.1:7102"}, Client: true, Sessions: &session.Options{}}, "cluster.Sessions"},
+		{Config{Name: "c", Bind: "127.0.0.1:7100", MembershipOffset: -1}, "cluster.MembershipOffset"},
+	}
+	for _, c := range cases {
+		n, err := Join(context.Background(), c.cfg)
+		var ce *llm.ConfigError
+		if n != nil || !errors.As(err, &ce) || ce.Field != c.field {
+			t.Errorf("%+v: %v (%T), want a ConfigError on %s", c.cfg, err, err, c.field)
+		}
+	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if n, err := Join(done, Config{Name: "c", Bind: "127.0.0.1:7100"}); n != nil || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Join with a done context: %v", err)
+	}
+}
