@@ -393,25 +393,37 @@ func textContent(m *llm.Message, f string) (any, error) {
 
 // userContent is a string when the message is plain text, else parts.
 func userContent(m *llm.Message, f string) (any, error) {
-	plain := true
-	for j := range m.Parts {
-		if m.Parts[j].Type != llm.PartText {
-			plain = false
-			break
-		}
-	}
-	if plain {
+	if textOnly(m) {
 		return textContent(m, f)
 	}
-	parts := make([]contentPart, 0, len(m.Parts)+1)
+	return convertParts(m, f, func(t string) contentPart { return contentPart{Type: "text", Text: t} }, mediaPart)
+}
+
+// textOnly reports whether every part of m is text.
+func textOnly(m *llm.Message) bool {
+	for j := range m.Parts {
+		if m.Parts[j].Type != llm.PartText {
+			return false
+		}
+	}
+	return true
+}
+
+// convertParts lays out a message with media as a format's parts: its
+// Content as a text part first, then each part converted by part (field
+// path f.parts[j] for errors), empty text parts dropped (some servers
+// reject them). Chat Completions and the Responses API share it.
+func convertParts[P any](m *llm.Message, f string, text func(string) P, part func(*llm.Part, string) (P, error)) ([]P, error) {
+	parts := make([]P, 0, len(m.Parts)+1)
 	if m.Content != "" {
-		parts = append(parts, contentPart{Type: "text", Text: m.Content})
+		parts = append(parts, text(m.Content))
 	}
 	for j := range m.Parts {
-		if p := &m.Parts[j]; p.Type == llm.PartText && p.Text == "" {
-			continue // an empty text part is rejected by some servers
+		p := &m.Parts[j]
+		if p.Type == llm.PartText && p.Text == "" {
+			continue
 		}
-		cp, err := mediaPart(&m.Parts[j], fmt.Sprintf("%s.parts[%d]", f, j))
+		cp, err := part(p, fmt.Sprintf("%s.parts[%d]", f, j))
 		if err != nil {
 			return nil, err
 		}

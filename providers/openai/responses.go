@@ -370,14 +370,7 @@ func (c ResponsesCodec) buildInput(req *llm.ChatRequest) (string, []any, error) 
 
 // responsesUserContent is a string for plain text and parts otherwise.
 func responsesUserContent(m *llm.Message, f string) (any, error) {
-	plain := true
-	for j := range m.Parts {
-		if m.Parts[j].Type != llm.PartText {
-			plain = false
-			break
-		}
-	}
-	if plain {
+	if textOnly(m) {
 		pieces, err := textPieces(m, f, "user")
 		if err != nil {
 			return nil, err
@@ -394,22 +387,7 @@ func responsesUserContent(m *llm.Message, f string) (any, error) {
 		}
 		return parts, nil
 	}
-	parts := make([]inputPart, 0, len(m.Parts)+1)
-	if m.Content != "" {
-		parts = append(parts, inputPart{Type: "input_text", Text: m.Content})
-	}
-	for j := range m.Parts {
-		p := &m.Parts[j]
-		if p.Type == llm.PartText && p.Text == "" {
-			continue
-		}
-		ip, err := responsesPart(p, fmt.Sprintf("%s.parts[%d]", f, j))
-		if err != nil {
-			return nil, err
-		}
-		parts = append(parts, ip)
-	}
-	return parts, nil
+	return convertParts(m, f, func(t string) inputPart { return inputPart{Type: "input_text", Text: t} }, responsesPart)
 }
 
 func responsesPart(p *llm.Part, f string) (inputPart, error) {
