@@ -328,6 +328,24 @@ func newWaiter(n *Node, watch *actor.PID) *waiter {
 
 func (w *waiter) stop() { w.sys.Root.Stop(w.pid) }
 
+// askWatched sends m to pid and waits for its one proto reply, watching
+// pid: ErrNodeLost when pid's actor or node goes away first, ctx's error
+// when ctx ends first.
+func (n *Node) askWatched(ctx context.Context, pid *actor.PID, m proto.Message) (proto.Message, error) {
+	w := newWaiter(n, pid)
+	defer w.stop()
+	sendAs(n.sys, pid, m, w.pid)
+	select {
+	case r := <-w.ch:
+		if _, lost := r.(*actor.Terminated); lost { // itself a proto message: check it first
+			return nil, ErrNodeLost
+		}
+		return r.(proto.Message), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
 // clusterIdentity is the grain's identity ("" outside a grain).
 func clusterIdentity(c actor.Context) (id string) {
 	defer func() {

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -48,24 +49,19 @@ func (n *Node) call(ctx context.Context, op string, body []byte) ([]byte, error)
 			}
 			continue
 		}
-		w := newWaiter(n, target)
-		sendAs(n.sys, target, &clusterpb.CallRequest{Op: op, RequestJson: body}, w.pid)
-		select {
-		case m := <-w.ch:
-			w.stop()
-			switch m := m.(type) {
-			case *clusterpb.CallReply:
-				return m.ResultJson, fromFailure(m.Err)
-			case *actor.Terminated:
-				lastErr = ErrNodeLost
-				continue
-			default:
-				return nil, &ProtocolError{Msg: fmt.Sprintf("unexpected call reply %T", m)}
-			}
-		case <-ctx.Done():
-			w.stop()
-			return nil, ctx.Err()
+		r, err := n.askWatched(ctx, target, &clusterpb.CallRequest{Op: op, RequestJson: body})
+		switch {
+		case errors.Is(err, ErrNodeLost):
+			lastErr = err
+			continue
+		case err != nil:
+			return nil, err
 		}
+		m, ok := r.(*clusterpb.CallReply)
+		if !ok {
+			return nil, &ProtocolError{Msg: fmt.Sprintf("unexpected call reply %T", r)}
+		}
+		return m.ResultJson, fromFailure(m.Err)
 	}
 	return nil, lastErr
 }

@@ -303,32 +303,16 @@ func (h *sessionHost) followBody(id string, after uint64) func(context.Context, 
 		ch, stop := h.m.Events(id, after)
 		defer stop()
 		for {
-			var ev session.Event
-			var ok bool
-			select {
-			case ev, ok = <-ch:
-			case <-ctx.Done():
-				return false
-			}
+			items, ok := gather(ctx, ch, func(ev *session.Event) []byte {
+				b, _ := json.Marshal(ev)
+				return b
+			})
 			if !ok {
+				if ctx.Err() != nil {
+					return false
+				}
 				out.end(nil, session.ErrClosed)
 				return true
-			}
-			items := make([][]byte, 0, 8)
-			b, _ := json.Marshal(ev)
-			items = append(items, b)
-		fill:
-			for len(items) < maxBatch {
-				select {
-				case ev, ok := <-ch:
-					if !ok {
-						break fill
-					}
-					b, _ := json.Marshal(ev)
-					items = append(items, b)
-				default:
-					break fill
-				}
 			}
 			if !out.batch(ctx, nil, items) {
 				return false
@@ -359,39 +343,35 @@ func (n *Node) sessionCall(ctx context.Context, id string, req *clusterpb.Sessio
 			}
 			continue
 		}
-		w := newWaiter(n, pid)
-		sendAs(n.sys, pid, req, w.pid)
-		select {
-		case m := <-w.ch:
-			w.stop()
-			switch m := m.(type) {
-			case *clusterpb.SessionReply:
-				err := fromFailure(m.Err)
-				if errors.Is(err, session.ErrClosed) && try < 20 {
-					// The session's node is leaving and refused before doing
-					// anything: ask its next activation.
-					n.forget(id, kindSession, pid)
-					if !sleepCtx(ctx, 200*time.Millisecond) {
-						return nil, ctx.Err()
-					}
-					continue
-				}
-				return m.Json, err
-			case *actor.Terminated:
-				n.forget(id, kindSession, pid)
-				if !retry || try >= 20 {
-					return nil, ErrNodeLost
-				}
-				if !sleepCtx(ctx, 200*time.Millisecond) {
-					return nil, ctx.Err()
-				}
-				continue
+		r, err := n.askWatched(ctx, pid, req)
+		switch {
+		case errors.Is(err, ErrNodeLost):
+			n.forget(id, kindSession, pid)
+			if !retry || try >= 20 {
+				return nil, ErrNodeLost
 			}
-			return nil, &ProtocolError{Msg: fmt.Sprintf("unexpected session reply %T", m)}
-		case <-ctx.Done():
-			w.stop()
-			return nil, ctx.Err()
+			if !sleepCtx(ctx, 200*time.Millisecond) {
+				return nil, ctx.Err()
+			}
+			continue
+		case err != nil:
+			return nil, err
 		}
+		m, ok := r.(*clusterpb.SessionReply)
+		if !ok {
+			return nil, &ProtocolError{Msg: fmt.Sprintf("unexpected session reply %T", r)}
+		}
+		err = fromFailure(m.Err)
+		if errors.Is(err, session.ErrClosed) && try < 20 {
+			// The session's node is leaving and refused before doing
+			// anything: ask its next activation.
+			n.forget(id, kindSession, pid)
+			if !sleepCtx(ctx, 200*time.Millisecond) {
+				return nil, ctx.Err()
+			}
+			continue
+		}
+		return m.Json, err
 	}
 }
 

@@ -462,8 +462,36 @@ func (o *flowOut) end(res *llm.ChatResult, err error) {
 	send(o.sys, o.p.recv, e)
 }
 
-// chatBody runs a model call on this node's runtime and relays its events:
-// it blocks for the first event of a batch, then takes what is ready.
+// gather takes a flow's next batch from ch: it waits for the first item,
+// then takes what is ready, up to maxBatch, so a batch never waits to
+// fill. It reports false, with nothing, once ch is closed or ctx ended.
+func gather[T, U any](ctx context.Context, ch <-chan T, conv func(*T) U) ([]U, bool) {
+	var first T
+	var ok bool
+	select {
+	case first, ok = <-ch:
+	case <-ctx.Done():
+	}
+	if !ok {
+		return nil, false
+	}
+	batch := append(make([]U, 0, 8), conv(&first))
+	for len(batch) < maxBatch {
+		select {
+		case v, ok := <-ch:
+			if !ok {
+				return batch, true
+			}
+			batch = append(batch, conv(&v))
+		default:
+			return batch, true
+		}
+	}
+	return batch, true
+}
+
+// chatBody runs a model call on this node's runtime and relays its events
+// in batches (gather).
 func (n *Node) chatBody(body []byte) func(context.Context, *flowOut) bool {
 	return func(ctx context.Context, out *flowOut) bool {
 		var req llm.ChatRequest
@@ -477,29 +505,14 @@ func (n *Node) chatBody(body []byte) func(context.Context, *flowOut) bool {
 			return true
 		}
 		defer s.Close()
-		events := s.Events()
 		for {
-			ev, ok := <-events
+			batch, ok := gather(ctx, s.Events(), func(ev *llm.Event) *clusterpb.Delta {
+				d := new(clusterpb.Delta)
+				toDelta(ev, d)
+				return d
+			})
 			if !ok {
 				break
-			}
-			batch := make([]*clusterpb.Delta, 0, 8)
-			d := new(clusterpb.Delta)
-			toDelta(&ev, d)
-			batch = append(batch, d)
-		fill:
-			for len(batch) < maxBatch {
-				select {
-				case ev, ok := <-events:
-					if !ok {
-						break fill
-					}
-					d := new(clusterpb.Delta)
-					toDelta(&ev, d)
-					batch = append(batch, d)
-				default:
-					break fill
-				}
 			}
 			if !out.batch(ctx, batch, nil) {
 				return false
