@@ -11,13 +11,13 @@ test: vet race conformance
 vet:
 	$(GO) vet $(PKGS)
 
-# runtime/cluster runs without the race detector: Proto.Actor's cluster has
+# cluster runs without the race detector: Proto.Actor's cluster has
 # data races of its own (its member list and rendezvous are read without a
 # lock, its remote's shutdown, the gRPC logger it sets per node) that the
 # detector reports in any multi-node test. Every other package runs with it.
-CLUSTER_PKGS = ./runtime/cluster/...
+CLUSTER_PKGS = ./cluster/...
 race:
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list $(PKGS) | grep -v '/runtime/cluster')
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list $(PKGS) | grep -v '/chorus/cluster')
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(CLUSTER_PKGS)
 
 # Replays every recorded exchange in ../shared/fixtures (chat, Responses,
@@ -33,7 +33,7 @@ bench:
 
 # make gobench: the Go benchmarks of the hot path in this module's packages.
 gobench:
-	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./providers/... ./actors/ ./runtime/ ./runtime/cluster/ ./pipeline/... ./store/
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./providers/... ./actors/ ./runtime/ ./cluster/ ./pipeline/... ./store/
 
 # Each fuzz target for FUZZTIME (go test runs one target at a time); the
 # inputs a run finds are kept under the package's testdata/fuzz.
@@ -68,7 +68,7 @@ lint:
 # protoc-gen-go pinned to the google.golang.org/protobuf of go.mod.
 # proto-check regenerates into a temporary directory and fails when the
 # checked-in Go differs (CI runs it).
-PROTO_DIR = runtime/cluster/clusterpb
+PROTO_DIR = cluster/clusterpb
 PROTOC_GEN_GO = google.golang.org/protobuf/cmd/protoc-gen-go@v1.33.0
 proto-tools:
 	@command -v protoc >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq protobuf-compiler; }

@@ -172,7 +172,7 @@ func (c *Credential) Props() *actor.Props {
 func (a *credentialActor) Receive(ctx actor.Context) { a.c.Handle(ctx, ctx.Message()) }
 
 // Handle runs the credential's behaviour on one message, in the actor that
-// owns the credential: its own actor, or (runtime/cluster) a budget owner
+// owns the credential: its own actor, or (cluster) a budget owner
 // that translates messages from other nodes. Replies go through Reply.
 func (c *Credential) Handle(ctx actor.Context, msg any) {
 	defer c.publish()

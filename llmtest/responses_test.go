@@ -10,7 +10,7 @@ import (
 
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/llmtest"
-	"github.com/chorusrt/chorus/llmtest/fixture"
+	"github.com/chorusrt/chorus/internal/testkit/fixture"
 )
 
 func responsesURL(s *llmtest.Server) string { return s.OpenAIBaseURL() + "/responses" }

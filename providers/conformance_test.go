@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/chorusrt/chorus/llm"
-	"github.com/chorusrt/chorus/llmtest/fixture"
+	"github.com/chorusrt/chorus/internal/testkit/fixture"
 	"github.com/chorusrt/chorus/providers/internal/sse"
 )
 

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/chorusrt/chorus/llm"
-	"github.com/chorusrt/chorus/llmtest/fixture"
+	"github.com/chorusrt/chorus/internal/testkit/fixture"
 )
 
 // opKind names the non-chat operation a recorded exchange exercises.

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/chorusrt/chorus/llm"
-	"github.com/chorusrt/chorus/llmtest/fixture"
+	"github.com/chorusrt/chorus/internal/testkit/fixture"
 )
 
 // TestConformanceResponses replays every non-synthetic recorded exchange of

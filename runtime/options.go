@@ -114,7 +114,7 @@ type Credential struct {
 
 // A SharedBudget supplies the admission authority of a credential in place
 // of the runtime's own credential actor, so that several runtimes using
-// one key never exceed its limits together. runtime/cluster supplies one
+// one key never exceed its limits together. cluster supplies one
 // that asks the credential's budget owner in the cluster.
 type SharedBudget func(Credential) (actors.Admitter, error)
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/chorusrt/chorus/llm"
-	"github.com/chorusrt/chorus/llmtest/fixture"
+	"github.com/chorusrt/chorus/internal/testkit/fixture"
 )
 
 // FuzzBatchInputLine: any input line parses to a request or an error naming

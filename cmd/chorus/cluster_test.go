@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chorusrt/chorus/runtime/cluster"
+	"github.com/chorusrt/chorus/cluster"
 )
 
 // chorusNode is a running "chorus node" process.

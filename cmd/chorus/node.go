@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/chorusrt/chorus/runtime/cluster"
+	"github.com/chorusrt/chorus/cluster"
 	"github.com/chorusrt/chorus/session"
 	"github.com/chorusrt/chorus/store"
 )

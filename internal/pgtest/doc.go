@@ -6,7 +6,7 @@
 // fail when CI is set, so that CI cannot skip them silently.
 //
 // It is test support only: it imports package testing and is imported by
-// the _test.go files of store and runtime/cluster, which share one
+// the _test.go files of store and cluster, which share one
 // implementation through it. A test binary that re-executes itself as a
 // child process passes the child the DSN it got here; the child never
 // calls Base, so it never starts a server of its own.

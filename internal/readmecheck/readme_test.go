@@ -15,7 +15,7 @@ import (
 	"github.com/chorusrt/chorus/pipeline/rx"
 	"github.com/chorusrt/chorus/providers"
 	"github.com/chorusrt/chorus/runtime"
-	"github.com/chorusrt/chorus/runtime/cluster"
+	"github.com/chorusrt/chorus/cluster"
 	"github.com/chorusrt/chorus/session"
 	"github.com/chorusrt/chorus/store"
 )

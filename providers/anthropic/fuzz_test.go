@@ -3,7 +3,7 @@ package anthropic
 import (
 	"testing"
 
-	"github.com/chorusrt/chorus/llmtest/fixture"
+	"github.com/chorusrt/chorus/internal/testkit/fixture"
 	"github.com/chorusrt/chorus/providers/internal/codectest"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/chorusrt/chorus/llmtest/fixture"
+	"github.com/chorusrt/chorus/internal/testkit/fixture"
 	"github.com/chorusrt/chorus/providers/internal/codectest"
 )
 

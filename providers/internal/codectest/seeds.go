@@ -4,7 +4,7 @@ import (
 	"net/url"
 	"testing"
 
-	"github.com/chorusrt/chorus/llmtest/fixture"
+	"github.com/chorusrt/chorus/internal/testkit/fixture"
 )
 
 // MaxSeed keeps the seed corpus small enough for the mutator: Seeds skips

@@ -10,7 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/chorusrt/chorus/llm"
-	"github.com/chorusrt/chorus/runtime/cluster/clusterpb"
+	"github.com/chorusrt/chorus/cluster/clusterpb"
 )
 
 // Embed runs an embeddings request on a member of the cluster (round

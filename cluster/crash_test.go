@@ -16,7 +16,7 @@ import (
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/llmtest"
 	"github.com/chorusrt/chorus/runtime"
-	"github.com/chorusrt/chorus/runtime/cluster/clusterpb"
+	"github.com/chorusrt/chorus/cluster/clusterpb"
 	"github.com/chorusrt/chorus/session"
 )
 

@@ -11,7 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/chorusrt/chorus/llm"
-	"github.com/chorusrt/chorus/runtime/cluster/clusterpb"
+	"github.com/chorusrt/chorus/cluster/clusterpb"
 	"github.com/chorusrt/chorus/session"
 	"github.com/chorusrt/chorus/store"
 )

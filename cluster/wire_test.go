@@ -16,7 +16,7 @@ import (
 
 	"github.com/chorusrt/chorus/actors"
 	"github.com/chorusrt/chorus/llm"
-	"github.com/chorusrt/chorus/runtime/cluster/clusterpb"
+	"github.com/chorusrt/chorus/cluster/clusterpb"
 	"github.com/chorusrt/chorus/session"
 	"github.com/chorusrt/chorus/store"
 )
@@ -163,9 +163,9 @@ func TestSingleMachineDoesNotLinkGRPC(t *testing.T) {
 			t.Errorf("a single-machine package links %s", dep)
 		}
 	}
-	self, err := exec.Command(goBin, "list", "-deps", "github.com/chorusrt/chorus/runtime/cluster").Output()
+	self, err := exec.Command(goBin, "list", "-deps", "github.com/chorusrt/chorus/cluster").Output()
 	if err != nil || !strings.Contains(string(self), "google.golang.org/grpc") {
-		t.Fatalf("the check proves nothing: runtime/cluster itself does not list gRPC (%v)", err)
+		t.Fatalf("the check proves nothing: cluster itself does not list gRPC (%v)", err)
 	}
 }
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/chorusrt/chorus/runtime/cluster/clusterpb"
+	"github.com/chorusrt/chorus/cluster/clusterpb"
 )
 
 type echoActor struct{}

@@ -14,7 +14,7 @@ import (
 	"github.com/chorusrt/chorus/actors"
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/runtime"
-	"github.com/chorusrt/chorus/runtime/cluster/clusterpb"
+	"github.com/chorusrt/chorus/cluster/clusterpb"
 )
 
 // Provider budgets are shared: each credential (provider id and key, named
