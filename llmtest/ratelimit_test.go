@@ -3,6 +3,7 @@ package llmtest_test
 import (
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,19 +13,38 @@ import (
 
 const window = 200 * time.Millisecond
 
+// testClock is the rate-limit emulation's clock in these tests: it moves
+// only when the test advances it, so a loaded machine cannot let a window
+// pass between two requests (the checks never depend on the machine's speed).
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newTestClock() *testClock { return &testClock{t: time.Now()} }
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
 func TestRateLimitRequestsOpenAI(t *testing.T) {
-	srv := llmtest.NewServer(llmtest.WithRateLimit(llmtest.RateLimit{Requests: 3, Window: window}))
+	clk := newTestClock()
+	srv := llmtest.NewServer(llmtest.WithRateLimit(llmtest.RateLimit{Requests: 3, Window: window}), llmtest.WithClock(clk.Now))
 	defer srv.Close()
 	srv.Push(llmtest.Text("one"), llmtest.Text("two"), llmtest.Text("three"), llmtest.Text("four"))
 	c := newClient(t)
 	url, body := openaiEP.url(srv, false), openaiEP.body(false)
 
-	var first time.Time
 	for i, wantRemaining := range []string{"2", "1", "0"} {
 		r := post(t, c, url, body)
-		if i == 0 {
-			first = time.Now()
-		}
 		h := r.resp.Header
 		if r.resp.StatusCode != 200 || h.Get("x-ratelimit-limit-requests") != "3" || h.Get("x-ratelimit-remaining-requests") != wantRemaining {
 			t.Fatalf("request %d: status %d limit %q remaining %q", i, r.resp.StatusCode,
@@ -39,10 +59,8 @@ func TestRateLimitRequestsOpenAI(t *testing.T) {
 		}
 	}
 	// Over the limit until the window ends.
+	clk.Advance(window / 2)
 	r := post(t, c, url, body)
-	if time.Since(first) >= window {
-		t.Skip("machine too slow for a 200ms window")
-	}
 	if r.resp.StatusCode != 429 {
 		t.Fatalf("4th request: status %d, want 429", r.resp.StatusCode)
 	}
@@ -50,8 +68,8 @@ func TestRateLimitRequestsOpenAI(t *testing.T) {
 		t.Errorf("retry-after %q, want 1 (seconds, rounded up)", r.resp.Header.Get("retry-after"))
 	}
 	ms, err := strconv.Atoi(r.resp.Header.Get("retry-after-ms"))
-	if err != nil || ms <= 0 || ms > int(window/time.Millisecond) {
-		t.Errorf("retry-after-ms %q, want (0, 200]", r.resp.Header.Get("retry-after-ms"))
+	if err != nil || ms != int(window/2/time.Millisecond) {
+		t.Errorf("retry-after-ms %q, want 100 (the rest of the window)", r.resp.Header.Get("retry-after-ms"))
 	}
 	if r.resp.Header.Get("x-ratelimit-remaining-requests") != "0" {
 		t.Errorf("429 remaining %q", r.resp.Header.Get("x-ratelimit-remaining-requests"))
@@ -63,7 +81,7 @@ func TestRateLimitRequestsOpenAI(t *testing.T) {
 	if srv.RateLimited() != 1 || srv.Pending() != 1 {
 		t.Errorf("RateLimited %d Pending %d, want 1 and 1 (the 429 consumed no step)", srv.RateLimited(), srv.Pending())
 	}
-	time.Sleep(time.Duration(ms)*time.Millisecond + 10*time.Millisecond)
+	clk.Advance(time.Duration(ms)*time.Millisecond + time.Millisecond)
 	r = post(t, c, url, body)
 	if r.resp.StatusCode != 200 || r.resp.Header.Get("x-ratelimit-remaining-requests") != "2" {
 		t.Fatalf("after the window: status %d remaining %q", r.resp.StatusCode, r.resp.Header.Get("x-ratelimit-remaining-requests"))
@@ -107,12 +125,13 @@ func TestRateLimitTokens(t *testing.T) {
 }
 
 func TestRateLimitAnthropicHeaders(t *testing.T) {
-	srv := llmtest.NewServer(llmtest.WithRateLimit(llmtest.RateLimit{Requests: 2, Tokens: 10000, Window: window}))
+	clk := newTestClock()
+	srv := llmtest.NewServer(llmtest.WithRateLimit(llmtest.RateLimit{Requests: 2, Tokens: 10000, Window: window}), llmtest.WithClock(clk.Now))
 	defer srv.Close()
 	srv.Push(llmtest.Respond(llmtest.Reply{Text: "x", Usage: &llm.Usage{CompletionTokens: 50}}))
 	c := newClient(t)
 	body := anthropicEP.body(true)
-	start := time.Now()
+	start := clk.Now()
 	r := post(t, c, anthropicEP.url(srv, true), body)
 	h := r.resp.Header
 	input := len(body) / 4
@@ -143,19 +162,17 @@ func TestRateLimitAnthropicHeaders(t *testing.T) {
 	}
 	post(t, c, anthropicEP.url(srv, false), anthropicEP.body(false))
 	r = post(t, c, anthropicEP.url(srv, false), anthropicEP.body(false))
-	if time.Since(start) < window {
-		m := obj(t, string(r.body))
-		if r.resp.StatusCode != 429 || str(get(m, "error", "type")) != "rate_limit_error" || r.resp.Header.Get("retry-after-ms") == "" {
-			t.Errorf("status %d body %v retry-after-ms %q", r.resp.StatusCode, m, r.resp.Header.Get("retry-after-ms"))
-		}
+	m := obj(t, string(r.body))
+	if r.resp.StatusCode != 429 || str(get(m, "error", "type")) != "rate_limit_error" || r.resp.Header.Get("retry-after-ms") == "" {
+		t.Errorf("status %d body %v retry-after-ms %q", r.resp.StatusCode, m, r.resp.Header.Get("retry-after-ms"))
 	}
 }
 
 func TestRateLimitGemini(t *testing.T) {
-	srv := llmtest.NewServer(llmtest.WithRateLimit(llmtest.RateLimit{Requests: 1, Window: window}))
+	clk := newTestClock()
+	srv := llmtest.NewServer(llmtest.WithRateLimit(llmtest.RateLimit{Requests: 1, Window: window}), llmtest.WithClock(clk.Now))
 	defer srv.Close()
 	c := newClient(t)
-	start := time.Now()
 	r := post(t, c, geminiEP.url(srv, false), geminiEP.body(false))
 	for k := range r.resp.Header {
 		if strings.Contains(strings.ToLower(k), "ratelimit") {
@@ -163,9 +180,6 @@ func TestRateLimitGemini(t *testing.T) {
 		}
 	}
 	r = post(t, c, geminiEP.url(srv, true), geminiEP.body(true))
-	if time.Since(start) >= window {
-		t.Skip("machine too slow for a 200ms window")
-	}
 	m := obj(t, string(r.body))
 	delay := str(get(m, "error", "details", 0, "retryDelay"))
 	d, err := time.ParseDuration(delay)
@@ -175,7 +189,7 @@ func TestRateLimitGemini(t *testing.T) {
 	if r.resp.Header.Get("retry-after") != "" {
 		t.Error("Gemini sent a retry-after header")
 	}
-	time.Sleep(d + 10*time.Millisecond)
+	clk.Advance(d + time.Millisecond)
 	if r = post(t, c, geminiEP.url(srv, false), geminiEP.body(false)); r.resp.StatusCode != 200 {
 		t.Errorf("after the window: status %d", r.resp.StatusCode)
 	}

@@ -199,6 +199,7 @@ type config struct {
 	rl       RateLimit
 	first    time.Duration
 	perDelta time.Duration
+	now      func() time.Time
 }
 
 // WithDefault sets the reply used when the script is empty. The default
@@ -207,6 +208,12 @@ func WithDefault(r Reply) Option { return func(c *config) { c.def = r } }
 
 // WithRateLimit turns on rate-limit emulation with l (see RateLimit).
 func WithRateLimit(l RateLimit) Option { return func(c *config) { c.rl = l } }
+
+// WithClock makes the rate-limit emulation read the time from now instead of
+// the wall clock, so a test can step through a window deterministically
+// (on a loaded machine a real 200 ms window may pass between two requests).
+// Latency (WithLatency) still uses real time.
+func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
 
 // WithLatency delays every answer: first before the response headers,
 // perDelta before each streamed delta.

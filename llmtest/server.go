@@ -407,7 +407,7 @@ func (s *Server) take(x *exchange) (Step, *plan, *rlState, bool) {
 			out = p.usage.CompletionTokens
 		}
 		var ok bool
-		if ok, st = s.lim.admit(time.Now(), len(x.body)/4, out); !ok {
+		if ok, st = s.lim.admit(s.now(), len(x.body)/4, out); !ok {
 			return step, p, st, false
 		}
 	}
@@ -596,4 +596,12 @@ func (s *Server) writeStream(w http.ResponseWriter, r *http.Request, x *exchange
 	if end := fr.end(); end != nil {
 		write(end)
 	}
+}
+
+// now is the rate-limit emulation's clock: WithClock's, else the wall clock.
+func (s *Server) now() time.Time {
+	if s.cfg.now != nil {
+		return s.cfg.now()
+	}
+	return time.Now()
 }
