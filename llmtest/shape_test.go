@@ -74,7 +74,7 @@ func recordedPaths(t *testing.T, byType bool, files ...string) map[string]map[st
 		used++
 	}
 	if used == 0 {
-		t.Skip("no usable recordings")
+		missing(t, "no usable recordings")
 	}
 	return out
 }
