@@ -136,6 +136,26 @@
 // (MediaScheme URIs), never bytes. Each model request gets the bytes back
 // from the store.
 //
+// # Which file owns what
+//
+//	| File          | Owns                                                                                     |
+//	|---------------|------------------------------------------------------------------------------------------|
+//	| session.go    | Options, Manager and its calls (Send, Resolve, Snapshot, Wait, Events, Recover, Close, ...) |
+//	| actor.go      | the session actor: its fields, requests and reports, Receive, advance/next, timers, close |
+//	| journal.go    | the actor's journal I/O: recovery (snapshot, then records), atomic appends, snapshots     |
+//	| state.go      | the durable state and apply, the only place it changes; function responses, turn notes  |
+//	| records.go    | journal record kinds and their payloads                                                  |
+//	| turn.go       | AwaitUserMessage and turns: user messages, turn start, cancel, the end of a failed turn   |
+//	| step_model.go | RunModel and ResumeTurn: the model input, the call, its retries, its output and planned calls |
+//	| step_tool.go  | CallTool: attempts, the handler, timeouts, the effect's retry rule                       |
+//	| approvals.go  | AwaitToolApproval: resolutions and deadlines                                             |
+//	| compact.go    | Compact: the summary step                                                                |
+//	| view.go       | Snapshot's view of the state and the current step                                        |
+//	| events.go     | the bounded event stream                                                                 |
+//	| tool.go       | Tool, Effect, ToolPolicy, ToolRecord, Model                                              |
+//	| media.go      | the media store                                                                          |
+//	| errors.go     | sentinel and typed errors                                                                |
+//
 // Decisions:
 //   - Model calls go through the Model interface (*runtime.Runtime and
 //     *providers.Client satisfy it). The session retries a failed model call

@@ -179,3 +179,8 @@ func (l *eventLog) subscribe(session string, after uint64, out chan<- Event, sto
 		}
 	}
 }
+
+func (a *sessionActor) publish(ev Event) {
+	ev.Session = a.id
+	a.ev.publish(ev)
+}
