@@ -172,131 +172,148 @@ func (s *state) apply(r store.Record) error {
 	if r.Seq > s.Seq {
 		s.Seq = r.Seq
 	}
-	bad := func(err error) error { return fmt.Errorf("session %q: record %d (%s): %w", s.ID, r.Seq, r.Kind, err) }
-	switch r.Kind {
-	case recUserMessage:
-		var p recUser
-		if err := json.Unmarshal(r.Data, &p); err != nil {
-			return bad(err)
-		}
-		s.Queue = append(s.Queue, queuedMsg(p))
-		s.NextQID = max(s.NextQID, p.QID+1)
-	case recTurnStarted:
-		var p recTurn
-		if err := json.Unmarshal(r.Data, &p); err != nil {
-			return bad(err)
-		}
-		s.Turn = p.Turn
-		s.Active = &turnState{Turn: p.Turn, HistStart: len(s.History), Phase: phaseModel}
-		s.take(p.Taken, p.Turn)
-	case recCompaction:
-		var p recCompact
-		if err := json.Unmarshal(r.Data, &p); err != nil {
-			return bad(err)
-		}
-		s.Summary, s.SummaryThrough = p.Summary, p.Through
-		s.Usage = s.Usage.Add(p.Usage)
-	case recModelStarted:
-		var p recModelStart
-		if err := json.Unmarshal(r.Data, &p); err != nil {
-			return bad(err)
-		}
-		t := s.Active
-		if t == nil || t.Turn != p.Turn {
-			return bad(fmt.Errorf("no active turn %d", p.Turn))
-		}
-		s.take(p.Taken, p.Turn)
-		t.Step = max(t.Step, p.Step)
-		t.ModelStep, t.ModelAttempt, t.ModelRunning = p.Step, p.Attempt, true
-		t.Phase = phaseModel
-	case recModelOutput:
-		var p recModelOut
-		if err := json.Unmarshal(r.Data, &p); err != nil {
-			return bad(err)
-		}
-		t := s.Active
-		if t == nil || t.Turn != p.Turn {
-			return bad(fmt.Errorf("no active turn %d", p.Turn))
-		}
-		t.ModelRunning = false
-		t.ModelCalls++
-		s.ModelCalls++
-		s.Usage = s.Usage.Add(p.Usage)
-		s.History = append(s.History, histEntry{Turn: p.Turn, Msg: p.Msg})
-		t.Batch = nil
-		for _, pc := range p.Calls {
-			c := &callState{ToolRecord: ToolRecord{Turn: p.Turn, ID: pc.ID, ModelCallID: pc.ModelCallID, Name: pc.Name,
-				Arguments: pc.Arguments, Effect: pc.Effect, Step: pc.Step, ApprovalStep: pc.ApprovalStep, Approval: pc.Approval, Interrupt: pc.Interrupt},
-				MaxAttempts: pc.MaxAttempts, Deadline: pc.Deadline, Unknown: pc.Unknown}
-			s.Calls = append(s.Calls, c)
-			t.Batch = append(t.Batch, pc.ID)
-			t.Step = max(t.Step, pc.Step)
-		}
-		if len(p.Calls) > 0 {
-			t.Phase = phaseTools
-		}
-	case recApprovalResolved:
-		var p recResolve
-		if err := json.Unmarshal(r.Data, &p); err != nil {
-			return bad(err)
-		}
-		c := s.call(p.Turn, p.Call)
-		if c == nil {
-			return bad(fmt.Errorf("unknown call %q", p.Call))
-		}
-		c.Resolved, c.Approved, c.Expired, c.Reason = true, p.Approved, p.Expired, p.Reason
-	case recToolStarted:
-		var p recToolStart
-		if err := json.Unmarshal(r.Data, &p); err != nil {
-			return bad(err)
-		}
-		c := s.call(p.Turn, p.Call)
-		if c == nil {
-			return bad(fmt.Errorf("unknown call %q", p.Call))
-		}
-		c.Attempts, c.Key, c.Running = p.Attempt, p.Key, true
-	case recToolAttemptFail:
-		var p recToolFail
-		if err := json.Unmarshal(r.Data, &p); err != nil {
-			return bad(err)
-		}
-		c := s.call(p.Turn, p.Call)
-		if c == nil {
-			return bad(fmt.Errorf("unknown call %q", p.Call))
-		}
-		c.Running = false
-		c.AttemptErrors = append(c.AttemptErrors, p.Error)
-	case recToolFinished:
-		var p recToolEnd
-		if err := json.Unmarshal(r.Data, &p); err != nil {
-			return bad(err)
-		}
-		c := s.call(p.Turn, p.Call)
-		if c == nil {
-			return bad(fmt.Errorf("unknown call %q", p.Call))
-		}
-		c.Running = false
-		c.Status, c.Result, c.Error, c.Images = p.Status, p.Result, p.Error, p.Images
-		s.maybeResume()
-	case recCancelRequested:
-		var p recCancel
-		if err := json.Unmarshal(r.Data, &p); err != nil {
-			return bad(err)
-		}
-		if s.Active != nil && s.Active.Turn == p.Turn {
-			s.Active.Cancel, s.Active.CancelReason = true, p.Reason
-		}
-	case recTurnFinished:
-		var p recTurnEnd
-		if err := json.Unmarshal(r.Data, &p); err != nil {
-			return bad(err)
-		}
-		s.finishTurn(p)
-	default:
-		// A newer version's record: ignored, so old code can still read the
-		// journal (unknown data stays zero).
+	if err := s.fold(r); err != nil {
+		return fmt.Errorf("session %q: record %d (%s): %w", s.ID, r.Seq, r.Kind, err)
 	}
 	return nil
+}
+
+// fold applies one record's payload.
+func (s *state) fold(r store.Record) error {
+	switch r.Kind {
+	case recUserMessage:
+		return decoded(r.Data, func(p recUser) {
+			s.Queue = append(s.Queue, queuedMsg(p))
+			s.NextQID = max(s.NextQID, p.QID+1)
+		})
+	case recTurnStarted:
+		return decoded(r.Data, func(p recTurn) {
+			s.Turn = p.Turn
+			s.Active = &turnState{Turn: p.Turn, HistStart: len(s.History), Phase: phaseModel}
+			s.take(p.Taken, p.Turn)
+		})
+	case recCompaction:
+		return decoded(r.Data, func(p recCompact) {
+			s.Summary, s.SummaryThrough = p.Summary, p.Through
+			s.Usage = s.Usage.Add(p.Usage)
+		})
+	case recModelStarted:
+		return onTurn(s, r.Data, func(p recModelStart, t *turnState) {
+			s.take(p.Taken, p.Turn)
+			t.Step = max(t.Step, p.Step)
+			t.ModelStep, t.ModelAttempt, t.ModelRunning = p.Step, p.Attempt, true
+			t.Phase = phaseModel
+		})
+	case recModelOutput:
+		return onTurn(s, r.Data, s.modelOutput)
+	case recApprovalResolved:
+		return onCall(s, r.Data, func(p recResolve, c *callState) {
+			c.Resolved, c.Approved, c.Expired, c.Reason = true, p.Approved, p.Expired, p.Reason
+		})
+	case recToolStarted:
+		return onCall(s, r.Data, func(p recToolStart, c *callState) {
+			c.Attempts, c.Key, c.Running = p.Attempt, p.Key, true
+		})
+	case recToolAttemptFail:
+		return onCall(s, r.Data, func(p recToolFail, c *callState) {
+			c.Running = false
+			c.AttemptErrors = append(c.AttemptErrors, p.Error)
+		})
+	case recToolFinished:
+		return onCall(s, r.Data, func(p recToolEnd, c *callState) {
+			c.Running = false
+			c.Status, c.Result, c.Error, c.Images = p.Status, p.Result, p.Error, p.Images
+			s.maybeResume()
+		})
+	case recCancelRequested:
+		return decoded(r.Data, func(p recCancel) {
+			if s.Active != nil && s.Active.Turn == p.Turn {
+				s.Active.Cancel, s.Active.CancelReason = true, p.Reason
+			}
+		})
+	case recTurnFinished:
+		return decoded(r.Data, s.finishTurn)
+	}
+	// A newer version's record: ignored, so old code can still read the
+	// journal (unknown data stays zero).
+	return nil
+}
+
+// decoded decodes a record's payload and hands it to f.
+func decoded[P any](data []byte, f func(P)) error {
+	var p P
+	if err := json.Unmarshal(data, &p); err != nil {
+		return err
+	}
+	f(p)
+	return nil
+}
+
+// inTurn is a payload of the active turn; ofCall one naming a call.
+type (
+	inTurn interface{ turnNum() int }
+	ofCall interface {
+		callKey() (turn int, call string)
+	}
+)
+
+func (p recModelStart) turnNum() int          { return p.Turn }
+func (p recModelOut) turnNum() int            { return p.Turn }
+func (p recResolve) callKey() (int, string)   { return p.Turn, p.Call }
+func (p recToolStart) callKey() (int, string) { return p.Turn, p.Call }
+func (p recToolFail) callKey() (int, string)  { return p.Turn, p.Call }
+func (p recToolEnd) callKey() (int, string)   { return p.Turn, p.Call }
+
+// onTurn decodes a payload of the active turn and hands it to f with the
+// turn; there must be one.
+func onTurn[P inTurn](s *state, data []byte, f func(P, *turnState)) error {
+	var p P
+	if err := json.Unmarshal(data, &p); err != nil {
+		return err
+	}
+	t := s.Active
+	if t == nil || t.Turn != p.turnNum() {
+		return fmt.Errorf("no active turn %d", p.turnNum())
+	}
+	f(p, t)
+	return nil
+}
+
+// onCall decodes a payload naming a call and hands it to f with the call,
+// which must exist.
+func onCall[P ofCall](s *state, data []byte, f func(P, *callState)) error {
+	var p P
+	if err := json.Unmarshal(data, &p); err != nil {
+		return err
+	}
+	c := s.call(p.callKey())
+	if c == nil {
+		_, id := p.callKey()
+		return fmt.Errorf("unknown call %q", id)
+	}
+	f(p, c)
+	return nil
+}
+
+// modelOutput records a model step's message and the calls it plans.
+func (s *state) modelOutput(p recModelOut, t *turnState) {
+	t.ModelRunning = false
+	t.ModelCalls++
+	s.ModelCalls++
+	s.Usage = s.Usage.Add(p.Usage)
+	s.History = append(s.History, histEntry{Turn: p.Turn, Msg: p.Msg})
+	t.Batch = nil
+	for _, pc := range p.Calls {
+		c := &callState{ToolRecord: ToolRecord{Turn: p.Turn, ID: pc.ID, ModelCallID: pc.ModelCallID, Name: pc.Name,
+			Arguments: pc.Arguments, Effect: pc.Effect, Step: pc.Step, ApprovalStep: pc.ApprovalStep, Approval: pc.Approval, Interrupt: pc.Interrupt},
+			MaxAttempts: pc.MaxAttempts, Deadline: pc.Deadline, Unknown: pc.Unknown}
+		s.Calls = append(s.Calls, c)
+		t.Batch = append(t.Batch, pc.ID)
+		t.Step = max(t.Step, pc.Step)
+	}
+	if len(p.Calls) > 0 {
+		t.Phase = phaseTools
+	}
 }
 
 // maybeResume appends the function responses of a finished batch to the
