@@ -295,22 +295,17 @@ func (anthropic) oversize(_ *plan, padding string) frame {
 }
 
 func (anthropic) rateHeaders(h http.Header, st *rlState) {
-	reset := func(used int) string { return st.resetTime(used).UTC().Format(rfc3339Milli) }
+	set := func(name string, d dimState) {
+		h.Set("anthropic-ratelimit-"+name+"-limit", itoa(d.limit))
+		h.Set("anthropic-ratelimit-"+name+"-remaining", itoa(d.remaining))
+		h.Set("anthropic-ratelimit-"+name+"-reset", st.resetTime(d).UTC().Format(rfc3339Milli))
+	}
 	if st.cfg.Requests > 0 {
-		h.Set("anthropic-ratelimit-requests-limit", itoa(st.cfg.Requests))
-		h.Set("anthropic-ratelimit-requests-remaining", itoa(max(st.cfg.Requests-st.requests, 0)))
-		h.Set("anthropic-ratelimit-requests-reset", reset(st.requests))
+		set("requests", st.req)
 	}
 	if st.cfg.Tokens > 0 {
-		used := st.input + st.output
-		h.Set("anthropic-ratelimit-tokens-limit", itoa(st.cfg.Tokens))
-		h.Set("anthropic-ratelimit-tokens-remaining", itoa(max(st.cfg.Tokens-used, 0)))
-		h.Set("anthropic-ratelimit-tokens-reset", reset(used))
-		h.Set("anthropic-ratelimit-input-tokens-limit", itoa(st.cfg.Tokens))
-		h.Set("anthropic-ratelimit-input-tokens-remaining", itoa(max(st.cfg.Tokens-st.input, 0)))
-		h.Set("anthropic-ratelimit-input-tokens-reset", reset(st.input))
-		h.Set("anthropic-ratelimit-output-tokens-limit", itoa(st.cfg.Tokens))
-		h.Set("anthropic-ratelimit-output-tokens-remaining", itoa(max(st.cfg.Tokens-st.output, 0)))
-		h.Set("anthropic-ratelimit-output-tokens-reset", reset(st.output))
+		set("tokens", st.tok)
+		set("input-tokens", st.in)
+		set("output-tokens", st.out)
 	}
 }

@@ -56,9 +56,18 @@
 // (requests, tokens, input-tokens, output-tokens; reset as an RFC 3339
 // time with millisecond precision); Gemini sends none. A request over the
 // limit consumes neither budget nor a script step: it gets 429 with
-// retry-after (seconds, rounded up) and retry-after-ms until the window
-// ends (Gemini: a RetryInfo retryDelay in the body instead), and is
-// counted by RateLimited.
+// retry-after (seconds, rounded up) and retry-after-ms until it would fit
+// (Gemini: a QuotaFailure with a per-minute quota id and a RetryInfo
+// retryDelay in the body instead; a per-day quota, Window of 24h or more,
+// has no RetryInfo), and is counted by RateLimited.
+//
+// RateLimit.Model picks the limiter providers really run: FixedWindow
+// (above), TokenBucket (starts full, refills continuously at the budget per
+// window; resets mean "until full again", as OpenAI's and Anthropic's do)
+// or SlidingWindow (at most the budget in any trailing window). By default
+// every API key draws on one budget (one organisation); RateLimit.PerKey
+// gives each key its own and RateLimit.Orgs groups keys into
+// organisations. WithClock lets a test step the limiter's time.
 //
 // Requests records every request (format, path, query, headers, body,
 // stream flag, model); OpenConns and CloseClientConnections help check

@@ -167,8 +167,13 @@ func gmStatus(status int) string {
 }
 
 type gmDetail struct {
-	Type       string `json:"@type"`
-	RetryDelay string `json:"retryDelay"`
+	Type       string        `json:"@type"`
+	Violations []gmViolation `json:"violations,omitempty"`
+	RetryDelay string        `json:"retryDelay,omitempty"`
+}
+
+type gmViolation struct {
+	QuotaID string `json:"quotaId"`
 }
 
 type gmError struct {
@@ -199,8 +204,11 @@ func (gemini) errorBody(status int, f *Fault) []byte {
 			e.Message = http.StatusText(status)
 		}
 	}
+	if f.QuotaID != "" {
+		e.Details = append(e.Details, gmDetail{Type: "type.googleapis.com/google.rpc.QuotaFailure", Violations: []gmViolation{{QuotaID: f.QuotaID}}})
+	}
 	if f.RetryAfter > 0 {
-		e.Details = []gmDetail{{Type: "type.googleapis.com/google.rpc.RetryInfo", RetryDelay: retryDelay(f.RetryAfter)}}
+		e.Details = append(e.Details, gmDetail{Type: "type.googleapis.com/google.rpc.RetryInfo", RetryDelay: retryDelay(f.RetryAfter)})
 	}
 	return marshal(struct {
 		Error gmError `json:"error"`

@@ -242,14 +242,13 @@ func (openAI) oversize(p *plan, pad string) frame {
 
 func (openAI) rateHeaders(h http.Header, st *rlState) {
 	if st.cfg.Requests > 0 {
-		h.Set("x-ratelimit-limit-requests", itoa(st.cfg.Requests))
-		h.Set("x-ratelimit-remaining-requests", itoa(max(st.cfg.Requests-st.requests, 0)))
-		h.Set("x-ratelimit-reset-requests", goDuration(st.untilReset(st.requests)))
+		h.Set("x-ratelimit-limit-requests", itoa(st.req.limit))
+		h.Set("x-ratelimit-remaining-requests", itoa(st.req.remaining))
+		h.Set("x-ratelimit-reset-requests", goDuration(st.req.untilFull))
 	}
 	if st.cfg.Tokens > 0 {
-		used := st.input + st.output
-		h.Set("x-ratelimit-limit-tokens", itoa(st.cfg.Tokens))
-		h.Set("x-ratelimit-remaining-tokens", itoa(max(st.cfg.Tokens-used, 0)))
-		h.Set("x-ratelimit-reset-tokens", goDuration(st.untilReset(used)))
+		h.Set("x-ratelimit-limit-tokens", itoa(st.tok.limit))
+		h.Set("x-ratelimit-remaining-tokens", itoa(st.tok.remaining))
+		h.Set("x-ratelimit-reset-tokens", goDuration(st.tok.untilFull))
 	}
 }

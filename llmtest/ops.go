@@ -333,7 +333,7 @@ func (s *Server) serveOp(w http.ResponseWriter, op *opRequest) {
 			}
 		}
 	}
-	x := &exchange{format: op.format, codec: c, model: model, body: op.body}
+	x := &exchange{format: op.format, codec: c, model: model, body: op.body, key: requestKey(r)}
 	rec := Recorded{Format: op.format, Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(),
 		Header: r.Header.Clone(), Body: op.body, Model: model}
 	s.mu.Lock()

@@ -181,7 +181,13 @@ func TestRateLimitGemini(t *testing.T) {
 	}
 	r = post(t, c, geminiEP.url(srv, true), geminiEP.body(true))
 	m := obj(t, string(r.body))
-	delay := str(get(m, "error", "details", 0, "retryDelay"))
+	// Gemini's own order: the QuotaFailure (a per-minute quota id), then
+	// the RetryInfo.
+	if str(get(m, "error", "details", 0, "@type")) != "type.googleapis.com/google.rpc.QuotaFailure" ||
+		!strings.Contains(str(get(m, "error", "details", 0, "violations", 0, "quotaId")), "PerMinute") {
+		t.Errorf("no per-minute QuotaFailure first: %v", m)
+	}
+	delay := str(get(m, "error", "details", 1, "retryDelay"))
 	d, err := time.ParseDuration(delay)
 	if r.resp.StatusCode != 429 || str(get(m, "error", "status")) != "RESOURCE_EXHAUSTED" || err != nil || d <= 0 || d > window {
 		t.Errorf("status %d body %v (retryDelay %q)", r.resp.StatusCode, m, delay)

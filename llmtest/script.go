@@ -1,6 +1,7 @@
 package llmtest
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/chorusrt/chorus/llm"
@@ -146,6 +147,10 @@ type Fault struct {
 	// OpenAI's quota-exhausted message. On Gemini, Type overrides the
 	// status string (e.g. "RESOURCE_EXHAUSTED").
 	Code, Type, Message string
+	// QuotaID, on Gemini, adds a google.rpc.QuotaFailure detail with one
+	// violation of this quota id (e.g.
+	// "GenerateRequestsPerMinutePerProjectPerModel-FreeTier").
+	QuotaID string
 	// After is how many content deltas are sent before a mid-stream fault.
 	After int
 	// Stall is how long FaultStall blocks, and the total delay FaultSlowDrip
@@ -182,13 +187,64 @@ func Status(code int, retryAfter time.Duration) Step {
 	return Fail(Fault{Kind: FaultStatus, Status: code, RetryAfter: retryAfter})
 }
 
-// RateLimit configures the rate-limit emulation (WithRateLimit): a fixed
-// window of length Window, starting at the first request, that admits
-// Requests requests and Tokens tokens. A zero Requests or Tokens means that
-// dimension is unlimited (and not reported).
+// RateLimit configures the rate-limit emulation (WithRateLimit): a budget
+// of Requests requests and Tokens tokens (a request's input, estimated as
+// its body's length / 4, plus its output) per Window, enforced the way
+// Model says. A zero Requests or Tokens means that dimension is unlimited
+// (and not reported).
+//
+// Each format reports the budget the way its provider does: OpenAI's
+// x-ratelimit-limit/remaining/reset-requests|tokens (resets as Go
+// durations meaning "until whole again"), retry-after and retry-after-ms
+// on a 429; Anthropic's anthropic-ratelimit-requests-*, -tokens-*,
+// -input-tokens-*, -output-tokens-* (RFC 3339 resets); Gemini no header
+// at all, and a 429 RESOURCE_EXHAUSTED whose details carry a QuotaFailure
+// (a per-minute quota id, or a per-day one when Window is 24h or more) and,
+// except for a per-day quota, a RetryInfo retryDelay.
 type RateLimit struct {
 	Requests, Tokens int
 	Window           time.Duration
+	// Model is the limiter's algorithm; the zero value is FixedWindow.
+	Model LimiterModel
+	// PerKey gives each API key a budget of its own; by default every key
+	// draws on one budget (one organisation's).
+	PerKey bool
+	// Orgs maps API keys to organisations: keys of one organisation share
+	// one budget, whatever PerKey says.
+	Orgs map[string]string
+	// QuotaID overrides the quota id of Gemini's QuotaFailure detail.
+	QuotaID string
+}
+
+// LimiterModel is how a RateLimit admits requests over time.
+type LimiterModel int
+
+const (
+	// FixedWindow admits the budget once per window; windows start at the
+	// first request and follow each other ([t0, t0+w), [t0+w, t0+2w), ...);
+	// a reset is the window's end.
+	FixedWindow LimiterModel = iota
+	// TokenBucket starts full and refills continuously at the budget per
+	// window, up to the budget (OpenAI's and Anthropic's limiters); a reset
+	// is the time until the bucket is full again, and a refused request's
+	// retry-after the time until it fits.
+	TokenBucket
+	// SlidingWindow admits at most the budget within any trailing window;
+	// a reset is when the last charge in the window leaves it.
+	SlidingWindow
+)
+
+// String names the model.
+func (m LimiterModel) String() string {
+	switch m {
+	case FixedWindow:
+		return "fixed-window"
+	case TokenBucket:
+		return "token-bucket"
+	case SlidingWindow:
+		return "sliding-window"
+	}
+	return "LimiterModel(" + strconv.Itoa(int(m)) + ")"
 }
 
 // Option configures a Server.

@@ -252,6 +252,7 @@ type exchange struct {
 	model        string
 	body         []byte
 	seq          int
+	key          string // the API key the request carried (rate-limit groups)
 }
 
 // route reads the format, model and streaming flags from the request.
@@ -319,6 +320,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	x, rerr := route(r, body)
+	x.key = requestKey(r)
 	rec := Recorded{Format: x.format, Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(),
 		Header: r.Header.Clone(), Body: body, Stream: x.stream, Model: x.model}
 	s.mu.Lock()
@@ -407,7 +409,7 @@ func (s *Server) take(x *exchange) (Step, *plan, *rlState, bool) {
 			out = p.usage.CompletionTokens
 		}
 		var ok bool
-		if ok, st = s.lim.admit(s.now(), len(x.body)/4, out); !ok {
+		if ok, st = s.lim.admit(s.now(), x.key, len(x.body)/4, out); !ok {
 			return step, p, st, false
 		}
 	}
