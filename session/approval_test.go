@@ -178,3 +178,45 @@ func TestApprovalSurvivesRestart(t *testing.T) {
 		t.Fatalf("ran %d times", len(l.inv))
 	}
 }
+
+// TestToolRequiresApproval: a tool that declares RequireApproval waits for
+// approval whatever its effect, and a policy cannot lower it: a read
+// (no approval by default) whose policy says no approval still waits, and
+// runs only once approved; a rejected call never runs.
+func TestToolRequiresApproval(t *testing.T) {
+	var l ledger
+	confirm := tool(&l, "delete_file", EffectRead, ok("deleted"))
+	confirm.RequireApproval = true
+	h := newHarness(t, Options{
+		Tools:  []Tool{confirm, tool(&l, "lookup", EffectRead, ok("x"))},
+		Policy: map[string]ToolPolicy{"delete_file": {Effect: EffectIdempotentWrite, RequireApproval: Bool(false)}},
+	})
+	h.srv.Push(llmtest.ToolCalls(call("c1", "delete_file", `{}`), call("c2", "lookup", `{}`)), llmtest.Text("one done"),
+		llmtest.ToolCalls(call("c1", "delete_file", `{}`)), llmtest.Text("not deleted"))
+	h.send("s", "delete it")
+	pend := h.pending("s", 1)
+	if pend[0].Call.ID != "c1" || pend[0].Call.Effect != EffectIdempotentWrite {
+		t.Fatalf("pending %+v, want c1 (idempotent_write by policy)", pend[0].Call)
+	}
+	until(t, "the turn waits for the approval", func() bool { return h.snap("s").Step == StepAwaitToolApproval })
+	if len(l.of("c1")) != 0 || len(l.of("c2")) != 1 {
+		t.Fatalf("ran before approval: c1 %d, c2 %d", len(l.of("c1")), len(l.of("c2")))
+	}
+	if err := h.m.Resolve(ctx10(t), "s", pend[0].ID, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.wait("s"); r.Answer != "one done" || len(l.of("c1")) != 1 {
+		t.Fatalf("turn %+v, c1 ran %d times", r, len(l.of("c1")))
+	}
+	h.send("s", "again")
+	pend = h.pending("s", 1)
+	if err := h.m.Resolve(ctx10(t), "s", pend[0].ID, false, "no"); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.wait("s"); r.Answer != "not deleted" || len(l.of("c1")) != 1 {
+		t.Fatalf("turn %+v, c1 ran %d times", r, len(l.of("c1")))
+	}
+	if rec := h.snap("s").Tools[2]; rec.Status != StatusRejected || !rec.Approval {
+		t.Fatalf("record %+v", rec)
+	}
+}

@@ -41,7 +41,10 @@
 //
 // A tool's effect comes from the caller's ToolPolicy for it, else the
 // tool's own declaration (Tool.Effect), else Options.DefaultEffect
-// (unclassified unless set).
+// (unclassified unless set). Whether a call waits for approval comes from
+// the policy's RequireApproval, else the effect's default (the table); a
+// tool that declares Tool.RequireApproval (Dex's require_confirmation)
+// always waits, whatever its effect and policy say.
 //
 //	| Effect               | Retry                                                                  | Crash mid-call               | Default approval |
 //	|----------------------|------------------------------------------------------------------------|------------------------------|------------------|

@@ -253,7 +253,9 @@ type resolved struct {
 }
 
 // policyFor resolves a tool's effect (the caller's policy, else the tool's
-// declaration, else the default), approval, attempts, backoff and timeout.
+// declaration, else the default), approval (the policy's, else the
+// effect's default; always when the tool requires it), attempts, backoff
+// and timeout.
 func (m *Manager) policyFor(name string) (resolved, bool) {
 	t, ok := m.tools[name]
 	if !ok {
@@ -270,6 +272,9 @@ func (m *Manager) policyFor(name string) (resolved, bool) {
 	r.approval = r.effect.approvalByDefault()
 	if p.RequireApproval != nil {
 		r.approval = *p.RequireApproval
+	}
+	if t.RequireApproval {
+		r.approval = true
 	}
 	r.maxAttempts = 1
 	if r.effect.retryable() {

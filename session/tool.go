@@ -144,6 +144,10 @@ type Tool struct {
 	Handler Handler
 	// Timeout bounds one attempt; zero means Options.ToolTimeout.
 	Timeout time.Duration
+	// RequireApproval makes every call of the tool wait for a person's
+	// approval, whatever its effect (Dex's require_confirmation). A
+	// ToolPolicy cannot lower it: its RequireApproval only adds approvals.
+	RequireApproval bool
 }
 
 // ToolPolicy is the caller's policy for one tool. Zero fields keep the
@@ -152,7 +156,8 @@ type ToolPolicy struct {
 	// Effect, when set, overrides the tool's own declaration.
 	Effect Effect
 	// RequireApproval, when set, overrides the effect's default (approval
-	// for non_idempotent_write and unclassified, none otherwise).
+	// for non_idempotent_write and unclassified, none otherwise); it cannot
+	// lower a tool's own Tool.RequireApproval.
 	RequireApproval *bool
 	// MaxAttempts caps the attempts of a read or idempotent write (default
 	// 3); single-attempt effects always get one attempt.
