@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chorusrt/chorus/internal/testkit/fixture"
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/llmtest"
-	"github.com/chorusrt/chorus/internal/testkit/fixture"
 )
 
 func responsesURL(s *llmtest.Server) string { return s.OpenAIBaseURL() + "/responses" }

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chorusrt/chorus/internal/testkit/fixture"
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/llmtest"
-	"github.com/chorusrt/chorus/internal/testkit/fixture"
 	"github.com/chorusrt/chorus/providers/internal/sse"
 	"github.com/chorusrt/chorus/providers/openai"
 )

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/internal/testkit/fixture"
+	"github.com/chorusrt/chorus/llm"
 )
 
 // opKind names the non-chat operation a recorded exchange exercises.

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/internal/testkit/fixture"
+	"github.com/chorusrt/chorus/llm"
 )
 
 // TestConformanceResponses replays every non-synthetic recorded exchange of

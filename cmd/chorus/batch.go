@@ -15,10 +15,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chorusrt/chorus/cluster"
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/pipeline"
 	"github.com/chorusrt/chorus/runtime"
-	"github.com/chorusrt/chorus/cluster"
 )
 
 const batchUsage = `usage: chorus batch -i IN.jsonl -o OUT.jsonl [flags]

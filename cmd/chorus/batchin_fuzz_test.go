@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/internal/testkit/fixture"
+	"github.com/chorusrt/chorus/llm"
 )
 
 // FuzzBatchInputLine: any input line parses to a request or an error naming

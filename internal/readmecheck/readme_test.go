@@ -10,12 +10,12 @@ import (
 	"log"
 	"strings"
 
+	"github.com/chorusrt/chorus/cluster"
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/pipeline"
 	"github.com/chorusrt/chorus/pipeline/rx"
 	"github.com/chorusrt/chorus/providers"
 	"github.com/chorusrt/chorus/runtime"
-	"github.com/chorusrt/chorus/cluster"
 	"github.com/chorusrt/chorus/session"
 	"github.com/chorusrt/chorus/store"
 )

@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/internal/testkit/fixture"
+	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/providers/internal/sse"
 	"github.com/chorusrt/chorus/providers/internal/wire"
 )

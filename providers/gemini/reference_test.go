@@ -12,8 +12,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/internal/testkit/fixture"
+	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/providers/internal/sse"
 	"github.com/chorusrt/chorus/providers/internal/wire"
 )

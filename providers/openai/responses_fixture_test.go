@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/internal/testkit/fixture"
+	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/providers/internal/sse"
 	"github.com/chorusrt/chorus/providers/internal/wire"
 )
