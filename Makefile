@@ -26,7 +26,8 @@ race:
 # races, above). Pass or fail of the tests themselves is decided by race.
 race-cluster:
 	@log=$$(mktemp); $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(CLUSTER_PKGS) >$$log 2>&1; \
-		$(GO) run ./internal/racefilter <$$log; status=$$?; rm -f $$log; exit $$status
+		$(GO) run ./internal/racefilter <$$log; status=$$?; \
+		if [ $$status -ne 0 ]; then echo "race-cluster: the run's last lines:"; tail -40 $$log; fi; rm -f $$log; exit $$status
 
 # Replays every recorded exchange in ../shared/fixtures (chat, Responses,
 # the other operations) and prints the counts and the reasons for skips.
