@@ -328,7 +328,7 @@ func (c *Client) Chat(ctx context.Context, req *llm.ChatRequest) (*llm.ChatResul
 	var res *llm.ChatResult
 	err := c.ladder(ctx, "chat", req.Model, func(ctx context.Context, attempt int) attemptResult {
 		sent := c.learned.snapshot()
-		codec := c.chatCodec(req, sent)
+		codec := c.chatCodec(req)
 		wreq, err := codec.ChatRequest(req, c.buildOpts(false, sent))
 		if err != nil {
 			return attemptResult{err: err}

@@ -25,7 +25,7 @@ type ModelCaps struct {
 // it, or once the provider answered that the model is only served there
 // (learned per model, see learnRoute); every other request goes to the
 // credential's format codec. The route is never chosen by model name.
-func (c *Client) chatCodec(req *llm.ChatRequest, _ wire.Learned) wire.Codec {
+func (c *Client) chatCodec(req *llm.ChatRequest) wire.Codec {
 	if c.cfg.Format != FormatOpenAI || !c.usesResponses(req.Model) {
 		return c.codec
 	}

@@ -30,7 +30,7 @@ func (c *Client) Stream(ctx context.Context, req *llm.ChatRequest) (*llm.Stream,
 		return nil, err
 	}
 	sent := c.learned.snapshot()
-	if _, err := c.chatCodec(req, sent).ChatRequest(req, c.buildOpts(true, sent)); err != nil {
+	if _, err := c.chatCodec(req).ChatRequest(req, c.buildOpts(true, sent)); err != nil {
 		return nil, err
 	}
 	bctx, cancel := c.budget(ctx)
@@ -78,7 +78,7 @@ func (c *Client) streamLadder(ctx context.Context, req *llm.ChatRequest, out fun
 	var res *llm.ChatResult
 	err := c.ladder(ctx, "stream", req.Model, func(ctx context.Context, attempt int) attemptResult {
 		sent := c.learned.snapshot()
-		codec := c.chatCodec(req, sent)
+		codec := c.chatCodec(req)
 		var status int
 		var err error
 		if c.learned.Has(LearnBuffered) {

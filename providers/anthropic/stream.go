@@ -41,15 +41,11 @@ type decoder struct {
 	blocks   []streamBlock
 	tools    int
 	usage    llm.Usage
-	started  bool
 	complete bool
 }
 
 // Complete reports whether message_stop arrived.
 func (d *decoder) Complete() bool { return d.complete }
-
-// Started reports whether an event was emitted.
-func (d *decoder) Started() bool { return d.started }
 
 // Result is everything accumulated so far.
 func (d *decoder) Result() *llm.ChatResult { return d.b.Result() }
@@ -61,7 +57,6 @@ func decodeErr(what string, err error) error {
 // send folds ev into the result and hands it to the stream.
 func (d *decoder) send(emit wire.Emit, ev llm.Event) error {
 	d.b.Apply(&ev)
-	d.started = true
 	if !emit(ev) {
 		return wire.ErrAborted
 	}

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/internal/testkit/fixture"
+	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/providers/internal/wire"
 )
 
@@ -236,8 +236,8 @@ func TestStreamErrorEvent(t *testing.T) {
 				t.Errorf("APIError = %+v", ae)
 			}
 			// message_start alone emits nothing, so the call may be retried.
-			if len(evs) != 0 || d.Started() || d.Complete() {
-				t.Errorf("events %v, Started %v, Complete %v; want none/false/false", evs, d.Started(), d.Complete())
+			if len(evs) != 0 || d.Complete() {
+				t.Errorf("events %v, Complete %v; want none/false", evs, d.Complete())
 			}
 			if d.Result().Usage.PromptTokens != 10 || d.Result().ID != "msg_1" {
 				t.Errorf("partial result lost message_start: %+v", d.Result())
@@ -320,8 +320,8 @@ func TestStreamAbortAndMalformed(t *testing.T) {
 			t.Errorf("Feed(%q) = %v, %v", ok, done, err)
 		}
 	}
-	if d.Started() || d.Complete() {
-		t.Error("no-op events started or completed the stream")
+	if d.Complete() {
+		t.Error("no-op events completed the stream")
 	}
 }
 

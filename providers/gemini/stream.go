@@ -21,7 +21,6 @@ var errEmptyBody = errors.New("empty body")
 type decoder struct {
 	b llm.ResultBuilder
 
-	started  bool
 	complete bool
 	finished bool // an EventFinish was emitted
 	hasID    bool
@@ -157,7 +156,6 @@ func (d *decoder) Feed(_, data []byte, emit wire.Emit) (bool, error) {
 // send applies ev to the result and emits it.
 func (d *decoder) send(ev llm.Event, emit wire.Emit) bool {
 	d.b.Apply(&ev)
-	d.started = true
 	return emit(ev)
 }
 
@@ -537,9 +535,6 @@ func parseUsage(v []byte) (u llm.Usage, ok bool, err error) {
 
 // Complete reports whether a finish reason or a prompt block was seen.
 func (d *decoder) Complete() bool { return d.complete }
-
-// Started reports whether any event has been emitted.
-func (d *decoder) Started() bool { return d.started }
 
 // Result returns everything accumulated so far. A thought block still open
 // (no signature or later part closed it yet) is included as the last block.

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/internal/testkit/fixture"
+	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/providers/internal/sse"
 	"github.com/chorusrt/chorus/providers/internal/wire"
 )
@@ -559,7 +559,7 @@ func TestFixtureGroqErrorEvent(t *testing.T) {
 		!strings.HasPrefix(apiErr.Message, "Tool call validation failed") || apiErr.Retryable {
 		t.Errorf("APIError = %+v", *apiErr)
 	}
-	if run.res.Reasoning == "" || !run.dec.Started() {
+	if run.res.Reasoning == "" || len(run.events) == 0 {
 		t.Errorf("partial reasoning lost: %q", run.res.Reasoning)
 	}
 }

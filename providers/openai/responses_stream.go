@@ -36,7 +36,6 @@ type responsesItem struct {
 type responsesDecoder struct {
 	b llm.ResultBuilder
 
-	started  bool
 	complete bool
 
 	items []responsesItem
@@ -60,7 +59,6 @@ type responsesDecoder struct {
 }
 
 func (d *responsesDecoder) Complete() bool { return d.complete }
-func (d *responsesDecoder) Started() bool  { return d.started }
 
 // Result is everything accumulated so far, a reasoning block still waiting
 // for its follower included.
@@ -74,7 +72,6 @@ func (d *responsesDecoder) Result() *llm.ChatResult {
 
 func (d *responsesDecoder) send(emit wire.Emit, ev llm.Event) error {
 	d.b.Apply(&ev)
-	d.started = true
 	if !emit(ev) {
 		return wire.ErrAborted
 	}

@@ -30,7 +30,6 @@ type streamDecoder struct {
 	b     llm.ResultBuilder
 	tools wire.ToolAssembler
 
-	started  bool
 	complete bool
 
 	finishSent bool
@@ -49,7 +48,6 @@ type streamDecoder struct {
 }
 
 func (d *streamDecoder) Complete() bool          { return d.complete }
-func (d *streamDecoder) Started() bool           { return d.started }
 func (d *streamDecoder) Result() *llm.ChatResult { return d.b.Result() }
 
 // send queues an event of the chunk being decoded. The choices are walked
@@ -58,7 +56,7 @@ func (d *streamDecoder) Result() *llm.ChatResult { return d.b.Result() }
 // (flush), and a truncated chunk emits nothing. This costs no allocation
 // once the queue has grown; checking the chunk first would cost a second
 // scan (+40% instructions per delta under callgrind).
-func (d *streamDecoder) send(_ wire.Emit, ev llm.Event) error {
+func (d *streamDecoder) send(ev llm.Event) error {
 	d.pending = append(d.pending, ev)
 	return nil
 }
@@ -68,7 +66,6 @@ func (d *streamDecoder) flush(emit wire.Emit) error {
 	for i := range d.pending {
 		ev := &d.pending[i]
 		d.b.Apply(ev)
-		d.started = true
 		if !emit(*ev) {
 			clear(d.pending)
 			d.pending = d.pending[:0]
@@ -89,7 +86,7 @@ var errNotObject = errors.New("chunk is not a JSON object")
 // Feed decodes one SSE event: a chat.completion.chunk, the [DONE] sentinel,
 // or an error (an `event: error` or a chunk holding an error object).
 func (d *streamDecoder) Feed(name, data []byte, emit wire.Emit) (bool, error) {
-	done, err := d.feed(name, data, emit)
+	done, err := d.feed(name, data)
 	if err != nil && !isAPIError(err) {
 		// A malformed chunk: none of it reaches the result or the caller.
 		clear(d.pending)
@@ -104,7 +101,7 @@ func (d *streamDecoder) Feed(name, data []byte, emit wire.Emit) (bool, error) {
 	return done, err
 }
 
-func (d *streamDecoder) feed(name, data []byte, emit wire.Emit) (bool, error) {
+func (d *streamDecoder) feed(name, data []byte) (bool, error) {
 	data = trimSpace(data)
 	if len(data) == 0 {
 		return false, nil
@@ -115,7 +112,7 @@ func (d *streamDecoder) feed(name, data []byte, emit wire.Emit) (bool, error) {
 	if data[0] != '{' {
 		if string(data) == "[DONE]" {
 			d.complete = true
-			return true, d.closeEmptyCalls(emit)
+			return true, d.closeEmptyCalls()
 		}
 		return false, decodeErr("chunk", errNotObject)
 	}
@@ -129,7 +126,7 @@ func (d *streamDecoder) feed(name, data []byte, emit wire.Emit) (bool, error) {
 			a := o.Array()
 			for a.Next() {
 				ch := a.Object()
-				f, err := d.choice(&ch, emit)
+				f, err := d.choice(&ch)
 				if err != nil {
 					return false, err
 				}
@@ -173,19 +170,19 @@ func (d *streamDecoder) feed(name, data []byte, emit wire.Emit) (bool, error) {
 	if jsonscan.IsNull(usage) && len(xgroq) > 0 {
 		usage = jsonscan.Get(xgroq, "usage") // Groq without stream_options
 	}
-	if err := d.usageEvent(usage, emit); err != nil {
+	if err := d.usageEvent(usage); err != nil {
 		return false, err
 	}
 
 	if finish != nil {
 		d.complete = true
-		if err := d.closeEmptyCalls(emit); err != nil {
+		if err := d.closeEmptyCalls(); err != nil {
 			return false, err
 		}
 		r := wire.FinishFor(mapFinish(finish), d.tools.Len())
 		if !d.finishSent || r != d.finish {
 			d.finishSent, d.finish = true, r
-			if err := d.send(emit, llm.Event{Type: llm.EventFinish, Finish: r}); err != nil {
+			if err := d.send(llm.Event{Type: llm.EventFinish, Finish: r}); err != nil {
 				return false, err
 			}
 		}
@@ -203,7 +200,7 @@ func (d *streamDecoder) feed(name, data []byte, emit wire.Emit) (bool, error) {
 
 // choice decodes one element of choices and returns its finish_reason value
 // when it is the first choice and has one.
-func (d *streamDecoder) choice(o *jsonscan.Object, emit wire.Emit) (finish []byte, err error) {
+func (d *streamDecoder) choice(o *jsonscan.Object) (finish []byte, err error) {
 	var idx int
 	var delta, fin []byte
 	for o.Next() {
@@ -224,7 +221,7 @@ func (d *streamDecoder) choice(o *jsonscan.Object, emit wire.Emit) (finish []byt
 		return nil, decodeErr("choice", err)
 	}
 	if len(delta) > 0 && !jsonscan.IsNull(delta) {
-		if err := d.delta(idx, delta, emit); err != nil {
+		if err := d.delta(idx, delta); err != nil {
 			return nil, err
 		}
 	}
@@ -234,7 +231,7 @@ func (d *streamDecoder) choice(o *jsonscan.Object, emit wire.Emit) (finish []byt
 	return nil, nil
 }
 
-func (d *streamDecoder) delta(choice int, v []byte, emit wire.Emit) error {
+func (d *streamDecoder) delta(choice int, v []byte) error {
 	var content, rc, rs, rd, refusal, tools, fcall, images []byte
 	o := jsonscan.NewObject(v)
 	for o.Next() {
@@ -280,7 +277,7 @@ func (d *streamDecoder) delta(choice int, v []byte, emit wire.Emit) error {
 			}
 		}
 		if s != "" {
-			if err := d.send(emit, llm.Event{Type: llm.EventReasoning, Text: s}); err != nil {
+			if err := d.send(llm.Event{Type: llm.EventReasoning, Text: s}); err != nil {
 				return err
 			}
 		}
@@ -290,7 +287,7 @@ func (d *streamDecoder) delta(choice int, v []byte, emit wire.Emit) error {
 				return decodeErr("delta.content", err)
 			}
 			if s != "" {
-				if err := d.send(emit, llm.Event{Type: llm.EventText, Text: s}); err != nil {
+				if err := d.send(llm.Event{Type: llm.EventText, Text: s}); err != nil {
 					return err
 				}
 			}
@@ -301,7 +298,7 @@ func (d *streamDecoder) delta(choice int, v []byte, emit wire.Emit) error {
 				return decodeErr("delta.refusal", err)
 			}
 			if s != "" {
-				if err := d.send(emit, llm.Event{Type: llm.EventRefusal, Text: s}); err != nil {
+				if err := d.send(llm.Event{Type: llm.EventRefusal, Text: s}); err != nil {
 					return err
 				}
 			}
@@ -325,7 +322,7 @@ func (d *streamDecoder) delta(choice int, v []byte, emit wire.Emit) error {
 	if len(tools) > 0 && !jsonscan.IsNull(tools) {
 		a := jsonscan.NewArray(tools)
 		for a.Next() {
-			if err := d.toolCall(choice, a.Value(), false, emit); err != nil {
+			if err := d.toolCall(choice, a.Value(), false); err != nil {
 				return err
 			}
 		}
@@ -334,7 +331,7 @@ func (d *streamDecoder) delta(choice int, v []byte, emit wire.Emit) error {
 		}
 	}
 	if len(fcall) > 0 && isObject(fcall) {
-		if err := d.toolCall(choice, fcall, true, emit); err != nil {
+		if err := d.toolCall(choice, fcall, true); err != nil {
 			return err
 		}
 	}
@@ -343,7 +340,7 @@ func (d *streamDecoder) delta(choice int, v []byte, emit wire.Emit) error {
 
 // toolCall decodes one tool_calls entry (or a legacy function_call object)
 // and emits a start for a new call or a delta for a continuation.
-func (d *streamDecoder) toolCall(choice int, v []byte, legacy bool, emit wire.Emit) error {
+func (d *streamDecoder) toolCall(choice int, v []byte, legacy bool) error {
 	index := 0
 	var id, fn, name, args []byte
 	if legacy {
@@ -400,7 +397,7 @@ func (d *streamDecoder) toolCall(choice int, v []byte, legacy bool, emit wire.Em
 			idStr = syntheticCallID(pos)
 		}
 		d.argsSeen = append(d.argsSeen, argStr != "")
-		return d.send(emit, llm.Event{
+		return d.send(llm.Event{
 			Type: llm.EventToolCallStart, ToolIndex: pos,
 			ToolCallID: idStr, ToolName: nameStr, Text: argStr,
 		})
@@ -409,17 +406,17 @@ func (d *streamDecoder) toolCall(choice int, v []byte, legacy bool, emit wire.Em
 		return nil
 	}
 	d.argsSeen[pos] = true
-	return d.send(emit, llm.Event{Type: llm.EventToolCallDelta, ToolIndex: pos, Text: argStr})
+	return d.send(llm.Event{Type: llm.EventToolCallDelta, ToolIndex: pos, Text: argStr})
 }
 
 // closeEmptyCalls gives a call whose arguments never arrived (null, "" or
 // missing in every chunk) the arguments "{}" when the answer completes, so
 // that every completed call carries valid JSON.
-func (d *streamDecoder) closeEmptyCalls(emit wire.Emit) error {
+func (d *streamDecoder) closeEmptyCalls() error {
 	for pos, seen := range d.argsSeen {
 		if !seen {
 			d.argsSeen[pos] = true
-			if err := d.send(emit, llm.Event{Type: llm.EventToolCallDelta, ToolIndex: pos, Text: emptyArguments}); err != nil {
+			if err := d.send(llm.Event{Type: llm.EventToolCallDelta, ToolIndex: pos, Text: emptyArguments}); err != nil {
 				return err
 			}
 		}
@@ -427,7 +424,7 @@ func (d *streamDecoder) closeEmptyCalls(emit wire.Emit) error {
 	return nil
 }
 
-func (d *streamDecoder) usageEvent(v []byte, emit wire.Emit) error {
+func (d *streamDecoder) usageEvent(v []byte) error {
 	if len(v) == 0 || jsonscan.IsNull(v) {
 		return nil
 	}
@@ -441,7 +438,7 @@ func (d *streamDecoder) usageEvent(v []byte, emit wire.Emit) error {
 	d.usageSent, d.usage = true, u
 	up := new(llm.Usage) // the event's copy; the only allocation a usage chunk makes
 	*up = u
-	return d.send(emit, llm.Event{Type: llm.EventUsage, Usage: up})
+	return d.send(llm.Event{Type: llm.EventUsage, Usage: up})
 }
 
 // errorEvent turns an `event: error` into an *llm.APIError.

@@ -273,17 +273,14 @@ func TestStreamDecoderEvents(t *testing.T) {
 			if !d.Complete() {
 				t.Error("not complete")
 			}
-			if d.Started() != (len(evs) > 0) {
-				t.Errorf("Started = %v with %d events", d.Started(), len(evs))
-			}
 		})
 	}
 }
 
 func TestStreamDecoderDone(t *testing.T) {
 	d := Codec{}.NewStreamDecoder()
-	if d.Complete() || d.Started() {
-		t.Fatal("fresh decoder is complete or started")
+	if d.Complete() {
+		t.Fatal("fresh decoder is complete")
 	}
 	nop := func(llm.Event) bool { return true }
 	if done, err := d.Feed(nil, []byte(ch(`{"content":"x"}`)), nop); done || err != nil {

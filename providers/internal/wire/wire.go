@@ -109,6 +109,4 @@ type StreamDecoder interface {
 	Complete() bool
 	// Result is everything accumulated so far.
 	Result() *llm.ChatResult
-	// Started reports whether any event has been emitted.
-	Started() bool
 }
