@@ -204,18 +204,7 @@ func (Codec) ChatRequest(req *llm.ChatRequest, o wire.BuildOptions) (*wire.Reque
 			body.MaxTokens = req.MaxTokens
 		}
 	}
-	if req.Temperature != nil && !o.Learned.NoTemperature {
-		v := *req.Temperature
-		body.Temperature = &v
-	}
-	if req.TopP != nil && !o.Learned.NoTopP {
-		v := *req.TopP
-		body.TopP = &v
-	}
-	if req.Seed != nil && !o.Learned.NoSeed {
-		v := *req.Seed
-		body.Seed = &v
-	}
+	body.Temperature, body.TopP, body.Seed = sampling(req, o.Learned)
 	if len(req.Stop) > 0 {
 		body.Stop = req.Stop
 	}
@@ -230,6 +219,22 @@ func (Codec) ChatRequest(req *llm.ChatRequest, o wire.BuildOptions) (*wire.Reque
 	}
 
 	return wire.PostJSON(chatPath, &body, o.Stream, req.Headers)
+}
+
+// sampling returns copies of the request's temperature, top_p and seed,
+// leaving out (nil) each one the provider has rejected (learned once). Chat
+// Completions and the Responses API both send them this way.
+func sampling(req *llm.ChatRequest, l wire.Learned) (temperature, topP *float64, seed *int64) {
+	return unlessRejected(req.Temperature, l.NoTemperature), unlessRejected(req.TopP, l.NoTopP), unlessRejected(req.Seed, l.NoSeed)
+}
+
+// unlessRejected returns a copy of *v, or nil when v is nil or rejected.
+func unlessRejected[T any](v *T, rejected bool) *T {
+	if v == nil || rejected {
+		return nil
+	}
+	c := *v
+	return &c
 }
 
 func providerName(o wire.BuildOptions) string {

@@ -298,14 +298,7 @@ func (c ResponsesCodec) ChatRequest(req *llm.ChatRequest, o wire.BuildOptions) (
 		return nil, &llm.ConfigError{Field: "max_tokens", Msg: "is negative"}
 	}
 	body.MaxOutputTokens = req.MaxTokens
-	if req.Temperature != nil && !o.Learned.NoTemperature {
-		v := *req.Temperature
-		body.Temperature = &v
-	}
-	if req.TopP != nil && !o.Learned.NoTopP {
-		v := *req.TopP
-		body.TopP = &v
-	}
+	body.Temperature, body.TopP, _ = sampling(req, o.Learned) // no seed on this route
 	if r := req.Reasoning; r != nil {
 		switch r.Effort {
 		case "":
