@@ -18,11 +18,21 @@
 //		fmt.Print(ev.Text)
 //	}
 //
-// Invariants kept by every producer of these types (see DESIGN.md):
-//   - FinishReason is one of the five canonical values; provider strings never leak.
-//   - Usage has one meaning everywhere: PromptTokens are uncached input only,
-//     cache reads and writes have their own fields, CompletionTokens include
-//     reasoning tokens.
-//   - Event.ToolIndex is the call's position in ChatResult.ToolCalls.
-//   - Unknown provider data stays zero: nothing here is guessed.
+// # Invariants
+//
+// DESIGN.md's invariants, numbered as code comments cite them ("invariant
+// 10"); a broken one is a defect. Each item ends with the tests that prove
+// it; TestInvariantsDocumented keeps this list and those tests in step.
+//
+//  1. Finish reasons are stop | length | tool_calls | content_filter | ""; provider strings never leak. Tests: TestInvariant01_FinishReasonsCanonical, TestInvariant01_UnknownFinishReasonIsEmpty
+//  2. API keys never appear in an error, a log line, String(), an event or a trace. Tests: TestInvariant02_KeysNeverInErrorsOrEvents, TestInvariant02_KeysNeverPrinted, TestInvariant02_KeysNeverInErrorsEveryOperation
+//  3. Streams retry only before the first emitted event; partial output plus error after; a premature close is an error; no goroutine outlives its stream. Tests: TestInvariant03_StreamRetriesOnlyBeforeFirstEvent
+//  4. Unknown roles or malformed requests are rejected at the boundary with a typed error. Tests: TestInvariant04_UnknownRoleRejected
+//  5. Unknown provider data stays zero: no guessed context windows, prices or limits. Tests: TestInvariant05_UnknownDataStaysZero
+//  6. Learn-once state is per endpoint (provider id + base URL, per model where the lesson is), monotonic, shared by all callers and all credentials of that endpoint. Tests: TestInvariant06_LearnOnceSharedMonotonic
+//  7. Reasoning round-trips: Anthropic thinking blocks with their signatures in order, Gemini thought signatures per part, OpenAI Responses encrypted reasoning. Tests: TestInvariant07_ReasoningRoundTrips, TestInvariant07_ResponsesEncryptedReasoningRoundTrip
+//  8. Event.ToolIndex is the call's position in ChatResult.ToolCalls on every format. Tests: TestInvariant08_ToolIndexIsPosition
+//  9. Usage means one thing everywhere: PromptTokens uncached only, cache reads and writes in their own fields, CompletionTokens include reasoning. Tests: TestInvariant09_UsageOneMeaning
+//  10. A request timeout is a whole-call budget, retries and queueing included. Tests: TestInvariant10_WholeCallBudget, TestInvariant10_WholeCallBudgetEveryOperation, TestInvariant10_BudgetIncludesQueueing
+//  11. A journal write is durable before the step it records starts its side effect. Tests: TestInvariant11_JournalDurableBeforeSideEffect
 package llm
