@@ -115,7 +115,8 @@
 // note instead of its partial messages, so writes are not repeated.
 //
 // Events: each session has a bounded event stream (Options.EventBuffer
-// events): turn started, step started, text and reasoning deltas, tool call
+// events, default 1024, and Options.EventBufferBytes bytes of them,
+// default 10 MiB; past either bound the oldest go first): turn started, step started, text and reasoning deltas, tool call
 // started and finished, approval requested and resolved, compaction, turn
 // finished. A slow or absent reader never blocks the session; a reader that
 // falls behind gets an EventGap counting what it missed. Events(id, after)

@@ -2,6 +2,7 @@ package session
 
 import (
 	"sync"
+	"unsafe"
 )
 
 // EventType says what an Event reports.
@@ -67,22 +68,35 @@ type Event struct {
 }
 
 // eventLog is a session's bounded event stream. Publishing never blocks;
-// readers that fall more than the bound behind see a gap.
+// readers that fall more than the bounds behind see a gap.
 type eventLog struct {
-	mu     sync.Mutex
-	buf    []Event
-	start  int // index of the oldest event in buf
-	n      int // events held
-	next   uint64
-	notify chan struct{}
-	closed bool
-	done   chan struct{} // closed with the log: readers stop at once
+	mu       sync.Mutex
+	buf      []Event // a ring of the events held, grown up to max
+	start    int     // index of the oldest event in buf
+	n        int     // events held
+	max      int     // bound in events
+	maxBytes int     // bound in bytes
+	bytes    int     // size of the events held (eventSize)
+	next     uint64
+	notify   chan struct{}
+	closed   bool
+	done     chan struct{} // closed with the log: readers stop at once
 }
 
-func newEventLog(capacity int) *eventLog {
-	return &eventLog{buf: make([]Event, capacity), next: 1, notify: make(chan struct{}), done: make(chan struct{})}
+// newEventLog returns a log holding at most maxEvents events and maxBytes
+// bytes of them, whose first event will be number next.
+func newEventLog(maxEvents, maxBytes int, next uint64) *eventLog {
+	return &eventLog{max: maxEvents, maxBytes: maxBytes, next: next, notify: make(chan struct{}), done: make(chan struct{})}
 }
 
+// eventSize is what an event counts against the byte bound: its text
+// fields plus the struct itself.
+func eventSize(ev *Event) int {
+	return int(unsafe.Sizeof(*ev)) + len(ev.Text) + len(ev.CallID) + len(ev.ToolName) + len(ev.Interrupt) + len(ev.Reason)
+}
+
+// publish numbers ev and holds it, dropping the oldest events past either
+// bound (the newest event is always held).
 func (l *eventLog) publish(ev Event) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -91,16 +105,31 @@ func (l *eventLog) publish(ev Event) {
 	}
 	ev.Seq = l.next
 	l.next++
-	c := len(l.buf)
-	if l.n < c {
-		l.buf[(l.start+l.n)%c] = ev
-		l.n++
-	} else {
-		l.buf[l.start] = ev
-		l.start = (l.start + 1) % c
+	size := eventSize(&ev)
+	for l.n > 0 && (l.n >= l.max || l.bytes+size > l.maxBytes) {
+		l.bytes -= eventSize(&l.buf[l.start])
+		l.buf[l.start] = Event{} // its text goes with it
+		l.start = (l.start + 1) % len(l.buf)
+		l.n--
 	}
+	if l.n == len(l.buf) {
+		l.grow()
+	}
+	l.buf[(l.start+l.n)%len(l.buf)] = ev
+	l.n++
+	l.bytes += size
 	close(l.notify)
 	l.notify = make(chan struct{})
+}
+
+// grow doubles the ring (up to max), keeping the events in order: a
+// session that publishes little holds little.
+func (l *eventLog) grow() {
+	buf := make([]Event, min(max(2*len(l.buf), 16), l.max))
+	for i := range l.n {
+		buf[i] = l.buf[(l.start+i)%len(l.buf)]
+	}
+	l.buf, l.start = buf, 0
 }
 
 func (l *eventLog) close() {

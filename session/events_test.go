@@ -120,3 +120,65 @@ func TestEventsTagged(t *testing.T) {
 		t.Errorf("tool events: %v", seen)
 	}
 }
+
+// TestEventStreamByteBound: the stream is bounded in bytes too (10 MiB by
+// default): huge deltas push the oldest events out, oldest first, as the
+// count bound does; the newest event is always held.
+func TestEventStreamByteBound(t *testing.T) {
+	l := newEventLog(DefaultEventBuffer, DefaultEventBufferBytes, 1)
+	big := strings.Repeat("x", 4<<20)
+	for range 5 {
+		l.publish(Event{Type: EventTextDelta, Text: big})
+	}
+	held, missed, _, _ := l.since(0, nil)
+	if len(held) != 2 || missed != 3 || held[0].Seq != 4 || held[1].Seq != 5 {
+		t.Fatalf("after five 4 MiB deltas: %d held, %d missed, first seq %d; want the last 2 held, 3 missed", len(held), missed, held[0].Seq)
+	}
+	if l.bytes > DefaultEventBufferBytes {
+		t.Fatalf("%d bytes held, bound %d", l.bytes, DefaultEventBufferBytes)
+	}
+	huge := strings.Repeat("y", DefaultEventBufferBytes+1)
+	l.publish(Event{Type: EventTextDelta, Text: huge})
+	if held, missed, _, _ = l.since(0, held); len(held) != 1 || held[0].Seq != 6 || missed != 5 {
+		t.Fatalf("after a delta past the bound: %d held, %d missed", len(held), missed)
+	}
+	l.publish(Event{Type: EventTurnFinished})
+	if held, _, _, _ = l.since(0, held); len(held) != 1 || held[0].Seq != 7 {
+		t.Fatalf("after a small event: %d held", len(held))
+	}
+
+	// Through a session, with a smaller bound: a late reader gets a gap,
+	// then only as many bytes of events as the bound allows, ending with
+	// turn_finished.
+	const bound = 1 << 20
+	h := newHarness(t, Options{EventBufferBytes: bound})
+	deltas := make([]string, 6)
+	for i := range deltas {
+		deltas[i] = strings.Repeat(string(rune('a'+i)), 300_000)
+	}
+	h.srv.Push(llmtest.Deltas(deltas...))
+	h.send("s", "go")
+	if r := h.wait("s"); r.Answer != strings.Join(deltas, "") {
+		t.Fatalf("answer of %d bytes", len(r.Answer))
+	}
+	ch, stop := h.m.Events("s", 0)
+	var got []Event
+	for ev := range ch {
+		got = append(got, ev)
+		if ev.Type == EventTurnFinished {
+			break
+		}
+	}
+	stop()
+	if len(got) < 2 || got[0].Type != EventGap {
+		t.Fatalf("late reader got %d events, first %+v; want a gap first", len(got), got[0].Type)
+	}
+	size := 0
+	for _, ev := range got[1:] {
+		size += eventSize(&ev)
+	}
+	// turn_started, step_started, 6 deltas, turn_finished: 3 deltas fit.
+	if size > bound || len(got[1:]) != 4 || got[0].Missed != 5 || got[1].Text != deltas[3] {
+		t.Fatalf("held %d events of %d bytes after a gap of %d; want 4 (the last 3 deltas and turn_finished) within %d", len(got[1:]), size, got[0].Missed, bound)
+	}
+}

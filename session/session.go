@@ -20,17 +20,18 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultToolTimeout     = time.Minute
-	DefaultModelTimeout    = 10 * time.Minute
-	DefaultRetryBackoff    = 200 * time.Millisecond
-	DefaultModelAttempts   = 3
-	DefaultToolAttempts    = 3
-	DefaultMaxModelCalls   = 50
-	DefaultEventBuffer     = 1024
-	DefaultTriggerRatio    = 0.8
-	DefaultKeepTurns       = 2
-	maxSessionIDLen        = 256
-	defaultSummaryMaxBytes = 200_000
+	DefaultToolTimeout      = time.Minute
+	DefaultModelTimeout     = 10 * time.Minute
+	DefaultRetryBackoff     = 200 * time.Millisecond
+	DefaultModelAttempts    = 3
+	DefaultToolAttempts     = 3
+	DefaultMaxModelCalls    = 50
+	DefaultEventBuffer      = 1024
+	DefaultEventBufferBytes = 10 << 20
+	DefaultTriggerRatio     = 0.8
+	DefaultKeepTurns        = 2
+	maxSessionIDLen         = 256
+	defaultSummaryMaxBytes  = 200_000
 )
 
 // CompactionPolicy turns compaction on: before a turn's first model call,
@@ -93,6 +94,11 @@ type Options struct {
 	// EventBuffer bounds each session's event stream, in events (default
 	// 1024).
 	EventBuffer int
+	// EventBufferBytes bounds each session's event stream in bytes too
+	// (default 10 MiB): past either bound the oldest events are dropped.
+	// An event counts its text fields plus a fixed overhead; the newest
+	// event is always held.
+	EventBufferBytes int
 	// Logger receives the Manager's log lines, protoactor's included
 	// (default: discarded).
 	Logger *slog.Logger
@@ -178,6 +184,9 @@ func New(opt Options) (*Manager, error) {
 	}
 	if opt.EventBuffer <= 0 {
 		opt.EventBuffer = DefaultEventBuffer
+	}
+	if opt.EventBufferBytes <= 0 {
+		opt.EventBufferBytes = DefaultEventBufferBytes
 	}
 	if opt.Media == nil {
 		opt.Media = NewLocalMedia(defaultMediaDir())
@@ -311,7 +320,7 @@ func (m *Manager) eventLog(id string) *eventLog {
 	defer m.mu.Unlock()
 	l, ok := m.logs[id]
 	if !ok {
-		l = newEventLog(m.opt.EventBuffer)
+		l = newEventLog(m.opt.EventBuffer, m.opt.EventBufferBytes, 1)
 		if m.closed {
 			l.close()
 		}
