@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 
 	"github.com/chorusrt/chorus/llm"
@@ -186,8 +187,16 @@ func textDelta(data []byte) (string, bool) {
 	return text, true
 }
 
+// errNoIndex: a content_block_start, content_block_delta or
+// content_block_stop event without its index names no block. It is
+// malformed, never taken for block 0.
+var errNoIndex = errors.New("missing")
+
 // block returns the state of content block index, growing the table.
 func (d *decoder) block(index []byte) (*streamBlock, error) {
+	if len(index) == 0 || jsonscan.IsNull(index) {
+		return nil, decodeErr("content block index", errNoIndex)
+	}
 	i, err := jsonscan.Int(index)
 	if err != nil {
 		return nil, decodeErr("content block index", err)
@@ -230,6 +239,11 @@ func (d *decoder) blockStart(index, cb []byte, emit wire.Emit) error {
 	}
 	if err := o.Err(); err != nil {
 		return decodeErr("content_block_start", err)
+	}
+	if blk.open {
+		// A second start of an open block would orphan it (a tool call
+		// whose arguments never close).
+		return decodeErr("content_block_start", fmt.Errorf("block %s started twice", bytes.TrimSpace(index)))
 	}
 	*blk = streamBlock{open: true, text: blk.text[:0]}
 	t, _ := jsonscan.RawString(typ)
@@ -282,6 +296,10 @@ func (d *decoder) blockStart(index, cb []byte, emit wire.Emit) error {
 }
 
 func (d *decoder) blockDelta(index, delta []byte, emit wire.Emit) error {
+	blk, err := d.block(index)
+	if err != nil {
+		return err
+	}
 	var typ, text, partial, sig []byte
 	o := jsonscan.NewObject(delta)
 	for o.Next() {
@@ -318,10 +336,6 @@ func (d *decoder) blockDelta(index, delta []byte, emit wire.Emit) error {
 		if s == "" {
 			return nil
 		}
-		blk, err := d.block(index)
-		if err != nil {
-			return err
-		}
 		blk.text = append(blk.text, s...)
 		return d.send(emit, llm.Event{Type: llm.EventReasoning, Text: s})
 	case "signature_delta":
@@ -329,16 +343,8 @@ func (d *decoder) blockDelta(index, delta []byte, emit wire.Emit) error {
 		if err != nil {
 			return decodeErr("signature_delta", err)
 		}
-		blk, err := d.block(index)
-		if err != nil {
-			return err
-		}
 		blk.sig += s
 	case "input_json_delta":
-		blk, err := d.block(index)
-		if err != nil {
-			return err
-		}
 		if blk.kind != kindTool { // server_tool_use input: not a client call
 			return nil
 		}
