@@ -52,6 +52,15 @@ func (c *Client) StreamTo(ctx context.Context, req *llm.ChatRequest, emit func(l
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
+	return c.StreamToValidated(ctx, req, emit)
+}
+
+// StreamToValidated is StreamTo for a request its caller has already
+// validated (llm.ChatRequest.Validate) and does not check it again. The
+// runtime uses it: it validates a request once, before admission, so that a
+// bad one never queues, and may then place it on several credentials and
+// models. Any other caller wants StreamTo.
+func (c *Client) StreamToValidated(ctx context.Context, req *llm.ChatRequest, emit func(llm.Event) bool) (*llm.ChatResult, error) {
 	ctx, cancel := c.budget(ctx)
 	defer cancel()
 	return c.streamLadder(ctx, req, emit)

@@ -409,16 +409,14 @@ func (rt *Runtime) Stream(ctx context.Context, req *llm.ChatRequest) (*llm.Strea
 	go func() {
 		defer done()
 		var res *llm.ChatResult
-		started := false
-		emit := func(ev llm.Event) bool {
-			started = true
-			return w.Emit(ev)
-		}
 		err := rt.place(sctx, targets, cost, func(ctx context.Context, c *cred, model string) outcome {
 			r := *req
 			r.Model = model
-			out, err := c.client.StreamTo(ctx, &r, emit)
-			o := outcome{err: err, started: started}
+			// Validated above, once; the client says whether events reached
+			// the caller: a failure after the first event is a *llm.StreamError.
+			out, err := c.client.StreamToValidated(ctx, &r, w.Emit)
+			var se *llm.StreamError
+			o := outcome{err: err, started: errors.As(err, &se)}
 			if out != nil {
 				o.meta, o.usage = out.Meta, out.Usage
 			}
