@@ -37,7 +37,9 @@
 // JSON "type", never on the SSE event name. Event.ToolIndex is the call's
 // position among tool_use blocks, not Anthropic's content-block index. A
 // tool_use block that streamed no argument bytes completes with "{}" so
-// Arguments is always valid JSON. Usage from message_start is folded into
+// Arguments is always valid JSON. A content_block_start, _delta or _stop
+// without its index (or a second start of a block still open) is an
+// *llm.DecodeError: it is never taken for block 0. Usage from message_start is folded into
 // the result without an event, so an error event that follows it can still
 // be retried; message_delta emits the cumulative usage (non-zero fields
 // overwrite). Complete is true only after message_stop. An in-stream error
