@@ -51,4 +51,20 @@
 //     carried the rejected parameter.
 //   - Keys are Secrets: no String, error, log line or event shows them, and
 //     provider messages that echo a key are redacted.
+//
+// Which file owns what:
+//
+//	registry.go   Config, Format, Secret, the built-in providers, FromEnv
+//	client.go     Client, New, the buffered Chat
+//	options.go    Option, the With... options and their defaults
+//	transport.go  the pooled HTTP client, send (one HTTP request), body caps
+//	errors.go     typing errors: status answers, codec and read errors, key redaction
+//	retry.go      RetryPolicy, the retry ladder, what is retryable
+//	learn.go      learn-once state (Learned) and learning from rejections
+//	routing.go    which codec serves a chat (Chat Completions or Responses)
+//	stream.go     Stream, StreamTo, the stream ladder, SSE pumps, idle watchdog
+//	ops.go        Embed, Speak, Transcribe, CountTokens
+//	models.go     ListModels and its cache
+//	meta.go       response metadata and rate-limit headers
+//	observe.go    attempt and learn observers
 package providers

@@ -1,11 +1,14 @@
 package providers
 
 import (
+	"errors"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 
+	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/providers/internal/wire"
 )
 
@@ -216,4 +219,70 @@ func containsAny(s string, subs ...string) bool {
 		}
 	}
 	return false
+}
+
+// learnFrom reads a rejection for a parameter this request actually sent
+// and records it. It reports whether the request should be sent again at
+// once, rebuilt without the parameter. A rejection of the route (the model
+// is only served by the Responses API) is read first, by learnRoute.
+func (c *Client) learnFrom(err error, req *llm.ChatRequest, sent wire.Learned, stream bool) bool {
+	if c.learnRoute(err, req) {
+		return true
+	}
+	var api *llm.APIError
+	if !errors.As(err, &api) || (api.Status != 400 && api.Status != 422) {
+		return false
+	}
+	f := classifyRejection(api.Message+" "+api.Code, stream)
+	var wasSent bool
+	switch f {
+	case LearnNoStreamOptions:
+		wasSent = stream && c.cfg.Format == FormatOpenAI && !c.cfg.Quirks.NoStreamOptions && !sent.NoStreamOptions
+	case LearnBuffered:
+		wasSent = stream
+	case LearnNoParallelToolCalls:
+		wasSent = req.ParallelToolCalls != nil && len(req.Tools) > 0 && !sent.NoParallelToolCalls
+	case LearnNoReasoningEffort:
+		wasSent = req.Reasoning != nil && c.cfg.Format == FormatOpenAI && !sent.NoReasoningEffort
+	case LearnNoTemperature:
+		wasSent = req.Temperature != nil && !sent.NoTemperature
+	case LearnNoTopP:
+		wasSent = req.TopP != nil && !sent.NoTopP
+	case LearnNoSeed:
+		wasSent = req.Seed != nil && !sent.NoSeed
+	}
+	if !wasSent {
+		return false
+	}
+	c.learn(f, api.Message)
+	return true
+}
+
+func (c *Client) learn(f LearnFlag, reason string) bool {
+	if !c.learned.Set(f) {
+		return false
+	}
+	c.logger.Info("learned provider behaviour", slog.String("provider", c.cfg.ID), slog.String("flag", f.String()))
+	if c.learnObs != nil {
+		func() {
+			defer func() { _ = recover() }()
+			c.learnObs(LearnEvent{Provider: c.cfg.ID, Flag: f, Reason: c.redact(reason)})
+		}()
+	}
+	return true
+}
+
+// learnModel records a per-model fact and reports it once to the log and
+// the learn observer.
+func (c *Client) learnModel(f LearnFlag, model, reason string) {
+	if !c.learned.SetModel(f, model) {
+		return
+	}
+	c.logger.Info("learned provider behaviour", slog.String("provider", c.cfg.ID), slog.String("flag", f.String()), slog.String("model", model))
+	if c.learnObs != nil {
+		func() {
+			defer func() { _ = recover() }()
+			c.learnObs(LearnEvent{Provider: c.cfg.ID, Flag: f, Model: model, Reason: c.redact(reason)})
+		}()
+	}
 }

@@ -47,17 +47,3 @@ func (c *Client) callObserver(o AttemptObserver, ev AttemptEvent) {
 	}()
 	o(ev)
 }
-
-func (c *Client) learn(f LearnFlag, reason string) bool {
-	if !c.learned.Set(f) {
-		return false
-	}
-	c.logger.Info("learned provider behaviour", slog.String("provider", c.cfg.ID), slog.String("flag", f.String()))
-	if c.learnObs != nil {
-		func() {
-			defer func() { _ = recover() }()
-			c.learnObs(LearnEvent{Provider: c.cfg.ID, Flag: f, Reason: c.redact(reason)})
-		}()
-	}
-	return true
-}

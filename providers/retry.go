@@ -174,9 +174,76 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// WithoutRateLimitRetry makes the client hand 429 and 529 answers back at
-// once instead of waiting them out, whatever retry policy is set; the
-// runtime uses it so that its credential actors pace and rotate.
-func WithoutRateLimitRetry() Option {
-	return func(c *Client) { c.noRateLimitRetry = true }
+// attemptResult is what one attempt tells the ladder.
+type attemptResult struct {
+	status    int
+	requestID string
+	err       error
+	// relearned: the attempt taught a learn-once flag; try again at once.
+	relearned bool
 }
+
+// ladder runs attempts of one operation until one succeeds, the error is
+// final, the attempts run out, or the budget in ctx cannot hold the next
+// wait. Every attempt is reported to the attempt observer. Operations other
+// than streaming chat use it as is; streams use it with an attempt that
+// marks itself final once an event reached the caller.
+func (c *Client) ladder(ctx context.Context, op, model string, fn func(ctx context.Context, attempt int) attemptResult) error {
+	for attempt := 1; ; attempt++ {
+		start := time.Now()
+		r := fn(ctx, attempt)
+		ev := AttemptEvent{Provider: c.cfg.ID, Op: op, Model: model, Attempt: attempt, Status: r.status, Duration: time.Since(start), Err: r.err, ErrClass: errClass(r.err), RequestID: r.requestID}
+		if r.err == nil {
+			c.observeAttempt(ev)
+			return nil
+		}
+		wait, again := c.next(ctx, attempt, r.err, r.relearned)
+		if again {
+			ev.Wait = wait
+		}
+		c.observeAttempt(ev)
+		if !again {
+			return finalError(ctx, r.err, attempt)
+		}
+		if serr := sleep(ctx, wait); serr != nil {
+			return finalError(ctx, r.err, attempt)
+		}
+	}
+}
+
+// next decides whether and when to try again.
+func (c *Client) next(ctx context.Context, attempt int, err error, relearned bool) (time.Duration, bool) {
+	var final *finalErr
+	if ctx.Err() != nil || errors.As(err, &final) {
+		return 0, false
+	}
+	if relearned {
+		return 0, attempt < c.retry.MaxAttempts
+	}
+	return c.retry.nextWait(ctx, attempt, err)
+}
+
+// finalError is the error a call returns when the ladder stops: the last
+// provider error (a budget that ran out while waiting keeps the provider's
+// error, which says more), or the context's error when the call was cut.
+func finalError(ctx context.Context, err error, attempts int) error {
+	var final *finalErr
+	if errors.As(err, &final) {
+		err = final.err
+	}
+	var rl *llm.RateLimitError
+	if errors.As(err, &rl) {
+		rl.Attempts = attempts
+	}
+	if err == nil {
+		return ctxErr(ctx)
+	}
+	return err
+}
+
+// finalErr marks an attempt's error as the end of the ladder (a stream
+// whose events already reached the caller).
+type finalErr struct{ err error }
+
+func (e *finalErr) Error() string { return e.err.Error() }
+func (e *finalErr) Unwrap() error { return e.err }

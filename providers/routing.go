@@ -2,7 +2,6 @@ package providers
 
 import (
 	"errors"
-	"log/slog"
 	"strings"
 
 	"github.com/chorusrt/chorus/llm"
@@ -94,19 +93,4 @@ func responsesRequired(m string) bool {
 func encryptedReasoningRejected(m string) bool {
 	return (strings.Contains(m, "encrypted content") || strings.Contains(m, "encrypted_content")) &&
 		containsAny(m, "not supported", "unsupported", "not allowed")
-}
-
-// learnModel records a per-model fact and reports it once to the log and
-// the learn observer.
-func (c *Client) learnModel(f LearnFlag, model, reason string) {
-	if !c.learned.SetModel(f, model) {
-		return
-	}
-	c.logger.Info("learned provider behaviour", slog.String("provider", c.cfg.ID), slog.String("flag", f.String()), slog.String("model", model))
-	if c.learnObs != nil {
-		func() {
-			defer func() { _ = recover() }()
-			c.learnObs(LearnEvent{Provider: c.cfg.ID, Flag: f, Model: model, Reason: c.redact(reason)})
-		}()
-	}
 }

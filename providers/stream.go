@@ -241,21 +241,6 @@ func (c *Client) streamAttempt(ctx context.Context, codec wire.Codec, req *llm.C
 	return result(), resp.StatusCode, nil
 }
 
-// readError types an error met while reading a 200 body.
-func (c *Client) readError(ctx context.Context, err error) error {
-	var api *llm.APIError
-	var de *llm.DecodeError
-	switch {
-	case errors.As(err, &api), errors.As(err, &de):
-		return err
-	case ctxErr(ctx) != nil:
-		return ctxErr(ctx)
-	case errors.Is(err, sse.ErrTooLarge), errors.Is(err, errTooLarge):
-		return &llm.DecodeError{Provider: c.cfg.ID, Err: err}
-	}
-	return &llm.TransportError{Provider: c.cfg.ID, Err: errors.New(c.redact(err.Error()))}
-}
-
 func pumpSSE(r io.Reader, dec wire.StreamDecoder, emit wire.Emit, activity *atomic.Uint64) error {
 	sr := sse.NewReader(r, activity)
 	for {

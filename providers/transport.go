@@ -1,10 +1,17 @@
 package providers
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/providers/internal/wire"
 )
 
 // ErrCrossHostRedirect is returned when a provider redirects to another
@@ -44,3 +51,67 @@ func sameHostRedirect(req *http.Request, via []*http.Request) error {
 
 // CloseIdleConnections closes the client's idle keep-alive connections.
 func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
+
+// Body caps. They are variables so an application can change them at start-up.
+var (
+	// MaxResponseBytes caps a buffered answer.
+	MaxResponseBytes int64 = 32 << 20
+	// MaxErrorBytes caps the part of an error body that is read.
+	MaxErrorBytes int64 = 1 << 20
+)
+
+var defaultHTTPClient = NewHTTPClient()
+
+// send performs one HTTP request. Non-2xx answers come back as typed errors
+// with the body consumed and closed.
+func (c *Client) send(ctx context.Context, wreq *wire.Request, stream bool) (*http.Response, error) {
+	method := wreq.Method
+	if method == "" {
+		method = http.MethodPost
+	}
+	hreq, err := http.NewRequestWithContext(ctx, method, c.cfg.BaseURL+wreq.Path, bytes.NewReader(wreq.Body))
+	if err != nil {
+		return nil, &llm.ConfigError{Field: "base_url", Msg: c.redact(err.Error())}
+	}
+	h := hreq.Header
+	h.Set("Content-Type", "application/json")
+	if stream {
+		h.Set("Accept", "text/event-stream")
+	} else {
+		h.Set("Accept", "application/json")
+	}
+	h.Set("User-Agent", "chorus/0")
+	for k, v := range c.cfg.Headers {
+		h.Set(k, v)
+	}
+	for k, vs := range wreq.Header {
+		h[k] = vs
+	}
+	c.codec.Authorize(h, string(c.cfg.APIKey), c.cfg.Quirks)
+	resp, err := c.hc.Do(hreq)
+	if err != nil {
+		if cerr := ctxErr(ctx); cerr != nil {
+			return nil, cerr
+		}
+		return nil, &llm.TransportError{Provider: c.cfg.ID, Err: errors.New(c.redact(err.Error()))}
+	}
+	if resp.StatusCode/100 != 2 {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, MaxErrorBytes))
+		resp.Body.Close()
+		return nil, c.statusError(resp, body)
+	}
+	return resp, nil
+}
+
+var errTooLarge = errors.New("providers: response body exceeds its cap")
+
+func readCapped(r io.Reader, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%w (%d bytes)", errTooLarge, limit)
+	}
+	return b, nil
+}
