@@ -104,9 +104,14 @@ type ResponseMeta struct {
 // ChatResult is a whole chat answer: the buffered result, or the
 // accumulation of a stream.
 type ChatResult struct {
-	ID             string
-	Model          string
-	Content        string
+	ID      string
+	Model   string
+	Content string
+	// Refusal is the text of a safety refusal, kept apart from Content
+	// (OpenAI's message.refusal and refusal parts). An answer with a
+	// refusal that ends normally finishes FinishContentFilter, never
+	// FinishStop. Formats that signal a refusal only by their finish
+	// reason (Anthropic's refusal, Gemini's SAFETY family) leave it empty.
 	Refusal        string
 	Reasoning      string
 	ThinkingBlocks []ThinkingBlock
@@ -219,6 +224,9 @@ func (b *ResultBuilder) AddImage(p Part) { b.res.Images = append(b.res.Images, p
 
 // ToolCallCount is the number of tool calls seen so far.
 func (b *ResultBuilder) ToolCallCount() int { return len(b.res.ToolCalls) }
+
+// HasRefusal reports whether a refusal delta was applied.
+func (b *ResultBuilder) HasRefusal() bool { return b.refusal.Len() > 0 }
 
 // FinishReason is the finish reason recorded so far.
 func (b *ResultBuilder) FinishReason() FinishReason { return b.res.FinishReason }

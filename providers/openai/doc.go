@@ -55,7 +55,10 @@
 // "call_<position>", which round-trips as is. A call whose arguments never
 // arrived ("", null or missing) gets "{}", the JSON of no arguments, so that
 // every completed call carries valid JSON; in a stream this is one
-// EventToolCallDelta "{}" emitted when the answer completes.
+// EventToolCallDelta "{}" emitted when the answer completes. A refusal
+// (message.refusal, refusal content parts, delta.refusal) goes to Refusal,
+// never Content, and an answer with one that finishes stop (or with an
+// unmapped reason) finishes content_filter (wire.RefusalFinish).
 //
 // Usage is normalised to llm.Usage (invariant 9): OpenAI's
 // prompt_tokens_details.cached_tokens, DeepSeek's prompt_cache_hit_tokens,

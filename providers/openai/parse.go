@@ -131,7 +131,7 @@ func (Codec) ParseChat(body []byte) (*llm.ChatResult, error) {
 	if hasFinish(ch.FinishReason) {
 		finish = mapFinish(ch.FinishReason)
 	}
-	res.FinishReason = wire.FinishFor(finish, len(res.ToolCalls))
+	res.FinishReason = wire.FinishFor(wire.RefusalFinish(finish, res.Refusal != ""), len(res.ToolCalls))
 	return res, nil
 }
 

@@ -42,12 +42,27 @@ func TestParseChat(t *testing.T) {
 		{
 			name: "refusal",
 			body: `{"choices":[{"message":{"content":null,"refusal":"I can't help with that."},"finish_reason":"stop"}]}`,
-			want: llm.ChatResult{Refusal: "I can't help with that.", FinishReason: llm.FinishStop},
+			want: llm.ChatResult{Refusal: "I can't help with that.", FinishReason: llm.FinishContentFilter},
 		},
 		{
 			name: "content as parts",
 			body: `{"choices":[{"message":{"content":[{"type":"text","text":"a"},{"type":"text","text":"b"},{"type":"refusal","refusal":"r"}]},"finish_reason":"stop"}]}`,
-			want: llm.ChatResult{Content: "ab", Refusal: "r", FinishReason: llm.FinishStop},
+			want: llm.ChatResult{Content: "ab", Refusal: "r", FinishReason: llm.FinishContentFilter},
+		},
+		{
+			name: "refusal cut short keeps length",
+			body: `{"choices":[{"message":{"content":null,"refusal":"I can"},"finish_reason":"length"}]}`,
+			want: llm.ChatResult{Refusal: "I can", FinishReason: llm.FinishLength},
+		},
+		{
+			name: "refusal with an unmapped finish",
+			body: `{"choices":[{"message":{"content":null,"refusal":"No."},"finish_reason":"eos"}]}`,
+			want: llm.ChatResult{Refusal: "No.", FinishReason: llm.FinishContentFilter},
+		},
+		{
+			name: "null and empty refusals are no refusal",
+			body: `{"choices":[{"message":{"content":"ok","refusal":null},"finish_reason":"stop"}]}`,
+			want: llm.ChatResult{Content: "ok", FinishReason: llm.FinishStop},
 		},
 		{
 			name: "reasoning_content wins over reasoning and details",

@@ -75,7 +75,8 @@ const includeEncryptedReasoning = "reasoning.encrypted_content"
 // DeepSeek, that text), Data: encrypted_content}; Reasoning joins the
 // blocks' texts, parts and items separated by a blank line. Built-in tool
 // calls (web search, code interpreter) are not function calls and are left
-// out. Finish: completed is stop, or tool_calls with calls; incomplete for
+// out. Finish: completed is stop, or tool_calls with calls, or
+// content_filter when the message holds a refusal part; incomplete for
 // content_filter is content_filter, for max_output_tokens length, otherwise
 // tool_calls with calls and length without; failed and cancelled have no
 // canonical reason (""). Usage: input_tokens minus

@@ -115,7 +115,7 @@ func (ResponsesCodec) ParseChat(body []byte) (*llm.ChatResult, error) {
 	if r.IncompleteDetails != nil {
 		reason = r.IncompleteDetails.Reason.s
 	}
-	res.FinishReason = responsesFinish(r.Status, reason, len(res.ToolCalls))
+	res.FinishReason = responsesFinish(r.Status, reason, len(res.ToolCalls), res.Refusal != "")
 	return res, nil
 }
 
@@ -163,11 +163,12 @@ func appendSep(b *strings.Builder, s string) {
 }
 
 // responsesFinish maps a response status (and incomplete_details.reason)
-// to the canonical finish reason, per provider-wire-notes §3.2.
-func responsesFinish(status, reason string, calls int) llm.FinishReason {
+// to the canonical finish reason, per provider-wire-notes §3.2; a
+// completed answer with a refusal part is content_filter.
+func responsesFinish(status, reason string, calls int, refused bool) llm.FinishReason {
 	switch status {
 	case "completed":
-		return wire.FinishFor(llm.FinishStop, calls)
+		return wire.FinishFor(wire.RefusalFinish(llm.FinishStop, refused), calls)
 	case "incomplete":
 		switch {
 		case reason == "content_filter":

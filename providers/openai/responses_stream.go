@@ -487,7 +487,7 @@ func (d *responsesDecoder) finish(resp []byte, emit wire.Emit) error {
 		status = "completed"
 	}
 	d.complete = true
-	return d.send(emit, llm.Event{Type: llm.EventFinish, Finish: responsesFinish(status, reason, len(d.argsSeen))})
+	return d.send(emit, llm.Event{Type: llm.EventFinish, Finish: responsesFinish(status, reason, len(d.argsSeen), d.b.HasRefusal())})
 }
 
 // replayOutput emits a terminal response's output when the stream carried

@@ -338,7 +338,7 @@ func TestResponsesParseChat(t *testing.T) {
 	res, err = ResponsesCodec{}.ParseChat([]byte(`{"status":"completed","output":[
 	  {"type":"reasoning","id":"r","content":[{"type":"reasoning_text","text":"raw"}],"summary":[],"encrypted_content":null},
 	  {"type":"message","id":"m","content":[{"type":"refusal","refusal":"I can't"}]}]}`))
-	if err != nil || res.Refusal != "I can't" || res.Reasoning != "raw" || res.ThinkingBlocks[0].Data != "" || res.FinishReason != llm.FinishStop {
+	if err != nil || res.Refusal != "I can't" || res.Reasoning != "raw" || res.ThinkingBlocks[0].Data != "" || res.FinishReason != llm.FinishContentFilter {
 		t.Errorf("%+v %v", res, err)
 	}
 }
@@ -362,8 +362,26 @@ func TestResponsesFinishTable(t *testing.T) {
 		{"queued", "", 1, llm.FinishUnknown},
 	}
 	for _, tt := range tests {
-		if got := responsesFinish(tt.status, tt.reason, tt.calls); got != tt.want {
+		if got := responsesFinish(tt.status, tt.reason, tt.calls, false); got != tt.want {
 			t.Errorf("%s/%s/%d: %q, want %q", tt.status, tt.reason, tt.calls, got, tt.want)
+		}
+	}
+	// With a refusal part: a completed answer is content_filter (tool
+	// calls or not); an incomplete one keeps its reason.
+	refused := []struct {
+		status, reason string
+		calls          int
+		want           llm.FinishReason
+	}{
+		{"completed", "", 0, llm.FinishContentFilter},
+		{"completed", "", 1, llm.FinishContentFilter},
+		{"incomplete", "max_output_tokens", 0, llm.FinishLength},
+		{"incomplete", "content_filter", 0, llm.FinishContentFilter},
+		{"failed", "", 0, llm.FinishUnknown},
+	}
+	for _, tt := range refused {
+		if got := responsesFinish(tt.status, tt.reason, tt.calls, true); got != tt.want {
+			t.Errorf("refused %s/%s/%d: %q, want %q", tt.status, tt.reason, tt.calls, got, tt.want)
 		}
 	}
 }

@@ -179,7 +179,7 @@ func (d *streamDecoder) feed(name, data []byte) (bool, error) {
 		if err := d.closeEmptyCalls(); err != nil {
 			return false, err
 		}
-		r := wire.FinishFor(mapFinish(finish), d.tools.Len())
+		r := wire.FinishFor(wire.RefusalFinish(mapFinish(finish), d.refused()), d.tools.Len())
 		if !d.finishSent || r != d.finish {
 			d.finishSent, d.finish = true, r
 			if err := d.send(llm.Event{Type: llm.EventFinish, Finish: r}); err != nil {
@@ -196,6 +196,20 @@ func (d *streamDecoder) feed(name, data []byte) (bool, error) {
 		return false, apiError(info, status)
 	}
 	return false, nil
+}
+
+// refused reports whether the answer carries a refusal: in the result, or
+// queued from the chunk being decoded.
+func (d *streamDecoder) refused() bool {
+	if d.b.HasRefusal() {
+		return true
+	}
+	for i := range d.pending {
+		if d.pending[i].Type == llm.EventRefusal {
+			return true
+		}
+	}
+	return false
 }
 
 // choice decodes one element of choices and returns its finish_reason value

@@ -212,8 +212,20 @@ func TestStreamDecoderEvents(t *testing.T) {
 		{
 			name:   "refusal",
 			chunks: []string{ch(`{"refusal":"I can't"}`), ch(`{"refusal":" help."}`), fin("stop")},
-			want:   []string{"refusal:I can't", "refusal: help.", "finish:stop"},
-			finish: llm.FinishStop,
+			want:   []string{"refusal:I can't", "refusal: help.", "finish:content_filter"},
+			finish: llm.FinishContentFilter,
+		},
+		{
+			name:   "refusal in the finishing chunk",
+			chunks: []string{`{"choices":[{"index":0,"delta":{"refusal":"No."},"finish_reason":"stop"}]}`, `[DONE]`},
+			want:   []string{"refusal:No.", "finish:content_filter"},
+			finish: llm.FinishContentFilter,
+		},
+		{
+			name:   "refusal cut short keeps length",
+			chunks: []string{ch(`{"refusal":"I can"}`), fin("length")},
+			want:   []string{"refusal:I can", "finish:length"},
+			finish: llm.FinishLength,
 		},
 		{
 			name:   "unknown finish reason maps to empty",

@@ -48,3 +48,15 @@ func FinishFor(r llm.FinishReason, toolCalls int) llm.FinishReason {
 	}
 	return r
 }
+
+// RefusalFinish applies invariant 1 to a refusal: an answer that carries
+// refusal text (ChatResult.Refusal) and ends normally (stop) or for a
+// reason with no canonical meaning ("") finishes content_filter on every
+// format; length, tool_calls and content_filter keep their value. Apply it
+// before FinishFor, so a refusal is never reported as a tool turn.
+func RefusalFinish(r llm.FinishReason, refused bool) llm.FinishReason {
+	if refused && (r == llm.FinishStop || r == llm.FinishUnknown) {
+		return llm.FinishContentFilter
+	}
+	return r
+}
