@@ -22,10 +22,10 @@ func TestMain(m *testing.M) {
 func spawn(t *testing.T, limits Limits, queue int) (*System, *Ref) {
 	t.Helper()
 	s := NewSystem(nil)
-	r := s.Spawn(NewCredential("p", 0, nil, limits, queue))
+	r := Spawn(s, NewCredentialState("p", 0, limits, queue))
 	t.Cleanup(func() {
 		_ = r.Stop(time.Second)
-		s.Shutdown()
+		s.Release()
 	})
 	return s, r
 }
@@ -119,7 +119,7 @@ func TestRestartKeepsStateAndWaiters(t *testing.T) {
 		got <- err
 	}()
 	waitQueued(t, r, 1)
-	s.sys.Root.Send(r.pid, crashRequested{})
+	s.Sys.Root.Send(r.pid, crashRequested{})
 	r.Finish(RequestFinished{Seq: seq})
 	if err := <-got; err != nil {
 		t.Fatalf("waiter lost across the restart: %v", err)
@@ -128,7 +128,7 @@ func TestRestartKeepsStateAndWaiters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Restarts != 1 || st.RateLimit.LimitRequests != 100 || st.RemainingReqs < 0 {
+	if st.Restarts != 1 || st.RateLimit.LimitRequests != 100 || st.RemainingRequests < 0 {
 		t.Fatalf("after restart: %+v", st)
 	}
 }
@@ -172,8 +172,8 @@ func TestCloseRefusesQueued(t *testing.T) {
 
 func BenchmarkAdmission(b *testing.B) {
 	s := NewSystem(nil)
-	r := s.Spawn(NewCredential("p", 0, nil, Limits{}, 1024))
-	defer s.Shutdown()
+	r := Spawn(s, NewCredentialState("p", 0, Limits{}, 1024))
+	defer s.Release()
 	defer r.Stop(time.Second)
 	ctx := context.Background()
 	seq, _ := r.Admit(ctx, 1)

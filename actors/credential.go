@@ -5,10 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-
 	"github.com/chorusrt/chorus/llm"
-	"github.com/chorusrt/chorus/providers"
 )
 
 // ErrClosed is the answer to an admission asked after Close began.
@@ -60,50 +57,62 @@ type RequestFinished struct {
 	Failed      bool
 }
 
-// StatsRequested asks for a Stats reply.
+// StatsRequested asks a credential's actor for an AdmissionStats reply.
 type StatsRequested struct{}
 
 // CloseRequested stops admitting: queued callers get ErrClosed; in-flight
 // requests finish.
 type CloseRequested struct{}
 
-// wake is the actor's own timer message.
-type wake struct{}
-
-// crashRequested makes the actor panic, for supervision tests.
-type crashRequested struct{}
-
-// Stats is a snapshot of one credential.
-type Stats struct {
+// AdmissionStats is what a credential's actor knows of it: its admission
+// queue, pacing and cooldown. runtime.Stats adds what the runtime counts
+// on the callers' side (attempts, retries, learned flags).
+type AdmissionStats struct {
 	Provider string
 	// Credential is the credential's position among the provider's keys.
-	Credential    int
-	Queued        int
-	InFlight      int
-	Requests      int64
-	Failed        int64
-	RateLimited   int64
-	Restarts      int64
-	RateLimit     llm.RateLimit
-	RemainingReqs int // -1 when unknown
-	RemainingToks int // -1 when unknown
-	CooldownUntil time.Time
+	Credential  int
+	Queued      int
+	InFlight    int
+	Requests    int64
+	Failed      int64
+	RateLimited int64
+	Restarts    int64
+	RateLimit   llm.RateLimit
+	// RemainingRequests and RemainingTokens are the credential's own count
+	// since the provider's last report; -1 when unknown.
+	RemainingRequests int
+	RemainingTokens   int
+	CooldownUntil     time.Time
 }
 
 type waiter struct {
 	id       uint64
 	cost     int
 	deadline time.Time
-	reply    *actor.PID
+	reply    any // the address its Owner answers
 }
 
-// Credential is the state of one provider credential that outlives its
-// actor: the client (with its learn-once state), the pacer, the queue of
-// waiting callers and the counters. Only the credential's actor touches it.
-type Credential struct {
+// An Owner runs a CredentialState's logic, one message at a time: the
+// credential's own actor (Spawn), or in a cluster the credential's budget
+// owner, which translates other nodes' messages.
+type Owner interface {
+	// Reply delivers Admitted or AdmitRefused to a waiter: to is the
+	// address its request came with (CredentialState.Admit).
+	Reply(to any, msg any)
+	// Wake is called from a timer goroutine when a waiter held back by
+	// pacing or cooldown may go: the owner then calls the credential's
+	// Wake on its own goroutine.
+	Wake()
+}
+
+// CredentialState is the state of one provider credential that outlives
+// its actor: the pacer, the queue of waiting callers and the counters. Only
+// its Owner touches it, one message at a time; Load is safe from anywhere.
+// (The credential's learn-once state is its endpoint's: the runtime keeps
+// it in the providers.Client, shared by the endpoint's credentials.)
+type CredentialState struct {
 	Provider string
 	Index    int
-	Client   *providers.Client
 
 	queueCap int
 	pacer    *pacer
@@ -114,10 +123,6 @@ type Credential struct {
 
 	requests, failed, rateLimited, restarts int64
 
-	// Reply sends Admitted and AdmitRefused to a waiter; nil means
-	// ctx.Send. A budget owner in a cluster encodes them for the wire.
-	Reply func(ctx actor.Context, to *actor.PID, msg any)
-
 	// view is published after every message for lock-free reads by callers
 	// choosing a credential.
 	queued, inFlight atomic.Int64
@@ -127,7 +132,7 @@ type Credential struct {
 // Load returns the credential's queue length, requests in flight and the
 // end of its cooldown, as of the last message it handled. Safe from any
 // goroutine.
-func (c *Credential) Load() (queued, inFlight int, cooldownUntil time.Time) {
+func (c *CredentialState) Load() (queued, inFlight int, cooldownUntil time.Time) {
 	cd := c.cooldown.Load()
 	if cd != 0 {
 		cooldownUntil = time.Unix(0, cd)
@@ -135,7 +140,7 @@ func (c *Credential) Load() (queued, inFlight int, cooldownUntil time.Time) {
 	return int(c.queued.Load()), int(c.inFlight.Load()), cooldownUntil
 }
 
-func (c *Credential) publish() {
+func (c *CredentialState) publish() {
 	c.queued.Store(int64(len(c.queue)))
 	c.inFlight.Store(int64(c.pacer.inFlight))
 	if !c.pacer.cooldownUntil.IsZero() {
@@ -143,116 +148,101 @@ func (c *Credential) publish() {
 	}
 }
 
-// NewCredential returns the state of one credential.
-func NewCredential(provider string, index int, client *providers.Client, limits Limits, queueCap int) *Credential {
+// NewCredentialState returns the state of one credential.
+func NewCredentialState(provider string, index int, limits Limits, queueCap int) *CredentialState {
 	if queueCap <= 0 {
 		queueCap = 1024
 	}
-	return &Credential{Provider: provider, Index: index, Client: client, queueCap: queueCap, pacer: newPacer(limits, time.Now())}
+	return &CredentialState{Provider: provider, Index: index, queueCap: queueCap, pacer: newPacer(limits, time.Now())}
 }
 
-// credentialActor is the behaviour over a Credential.
-type credentialActor struct {
-	c *Credential
-}
-
-// Props returns the actor's props. The producer closes over c, so a
-// supervised restart builds a new actor over the same state.
-func (c *Credential) Props() *actor.Props {
-	first := true
-	return actor.PropsFromProducer(func() actor.Actor {
-		if !first {
-			c.restarts++
-		}
-		first = false
-		return &credentialActor{c: c}
-	}, actor.WithSupervisor(actor.NewOneForOneStrategy(1_000_000, time.Second, actor.DefaultDecider)))
-}
-
-func (a *credentialActor) Receive(ctx actor.Context) { a.c.Handle(ctx, ctx.Message()) }
-
-// Handle runs the credential's behaviour on one message, in the actor that
-// owns the credential: its own actor, or (cluster) a budget owner
-// that translates messages from other nodes. Replies go through Reply.
-func (c *Credential) Handle(ctx actor.Context, msg any) {
+// Admit handles a request for admission; from is where the answer goes
+// (handed back to o.Reply).
+func (c *CredentialState) Admit(o Owner, from any, m AdmitRequested) {
 	defer c.publish()
-	switch m := msg.(type) {
-	case *actor.Started, *actor.Restarting, *actor.Stopping:
-	case *actor.Restart:
-	case *actor.Stopped:
-		if c.timer != nil {
-			c.timer.Stop()
+	c.admit(o, waiter{id: m.ID, cost: m.Cost, deadline: m.Deadline, reply: from})
+}
+
+// Cancel withdraws a waiting request, or gives back a grant that crossed
+// the withdrawal.
+func (c *CredentialState) Cancel(o Owner, m AdmitCancelled) {
+	defer c.publish()
+	for i, w := range c.queue {
+		if w.id == m.ID {
+			c.queue = append(c.queue[:i], c.queue[i+1:]...)
+			return
 		}
-	case AdmitRequested:
-		c.admit(ctx, waiter{id: m.ID, cost: m.Cost, deadline: m.Deadline, reply: ctx.Sender()})
-	case AdmitCancelled:
-		for i, w := range c.queue {
-			if w.id == m.ID {
-				c.queue = append(c.queue[:i], c.queue[i+1:]...)
-				return
-			}
-		}
-		if m.Seq != 0 {
-			c.pacer.cancelGrant(m.Seq)
-			c.drain(ctx)
-		}
-	case RequestFinished:
-		c.requests++
-		if m.Failed {
-			c.failed++
-		}
-		if m.RateLimited {
-			c.rateLimited++
-		}
-		c.pacer.release(m.Seq, m.RateLimit, m.RateLimited, m.RetryAfter, time.Now())
-		c.drain(ctx)
-	case wake:
-		c.timerAt = time.Time{}
-		c.drain(ctx)
-	case StatsRequested:
-		ctx.Respond(c.stats())
-	case CloseRequested:
-		c.closed = true
-		for _, w := range c.queue {
-			c.reply(ctx, w.reply, AdmitRefused{ID: w.id, Err: ErrClosed})
-		}
-		c.queue = nil
-		ctx.Respond(struct{}{})
-	case crashRequested:
-		panic("actors: crash requested")
+	}
+	if m.Seq != 0 {
+		c.pacer.cancelGrant(m.Seq)
+		c.drain(o)
 	}
 }
 
-func (c *Credential) reply(ctx actor.Context, to *actor.PID, msg any) {
-	if c.Reply != nil {
-		c.Reply(ctx, to, msg)
-		return
+// Finish applies a granted request's report and serves whom it lets go.
+func (c *CredentialState) Finish(o Owner, m RequestFinished) {
+	defer c.publish()
+	c.requests++
+	if m.Failed {
+		c.failed++
 	}
-	ctx.Send(to, msg)
+	if m.RateLimited {
+		c.rateLimited++
+	}
+	c.pacer.release(m.Seq, m.RateLimit, m.RateLimited, m.RetryAfter, time.Now())
+	c.drain(o)
 }
 
-func (c *Credential) admit(ctx actor.Context, w waiter) {
+// Wake serves the waiters that pacing or cooldown held back, after
+// o.Wake.
+func (c *CredentialState) Wake(o Owner) {
+	defer c.publish()
+	c.timerAt = time.Time{}
+	c.drain(o)
+}
+
+// Close stops admitting: queued callers are refused with ErrClosed, and so
+// is every later request; requests in flight finish.
+func (c *CredentialState) Close(o Owner) {
+	defer c.publish()
+	c.closed = true
+	for _, w := range c.queue {
+		o.Reply(w.reply, AdmitRefused{ID: w.id, Err: ErrClosed})
+	}
+	c.queue = nil
+}
+
+// Stopped tells the credential that its owner stopped: its timer is
+// cancelled. A new owner (a restart) takes it over as it is.
+func (c *CredentialState) Stopped() {
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.timerAt = time.Time{}
+}
+
+func (c *CredentialState) admit(o Owner, w waiter) {
 	if c.closed {
-		c.reply(ctx, w.reply, AdmitRefused{ID: w.id, Err: ErrClosed})
+		o.Reply(w.reply, AdmitRefused{ID: w.id, Err: ErrClosed})
 		return
 	}
 	now := time.Now()
 	if len(c.queue) == 0 {
 		if blocked, _ := c.pacer.blocked(w.cost, now); !blocked {
-			c.reply(ctx, w.reply, Admitted{ID: w.id, Seq: c.pacer.grant(w.cost)})
+			o.Reply(w.reply, Admitted{ID: w.id, Seq: c.pacer.grant(w.cost)})
 			return
 		}
 	}
 	if !w.deadline.IsZero() && c.pacer.cooldownUntil.After(w.deadline) {
-		c.reply(ctx, w.reply, AdmitRefused{ID: w.id, Err: errCoolingDown, RetryAt: c.pacer.cooldownUntil})
+		o.Reply(w.reply, AdmitRefused{ID: w.id, Err: errCoolingDown, RetryAt: c.pacer.cooldownUntil})
 		return
 	}
 	if len(c.queue) >= c.queueCap {
-		c.reply(ctx, w.reply, AdmitRefused{ID: w.id, Err: llm.ErrOverloaded})
+		o.Reply(w.reply, AdmitRefused{ID: w.id, Err: llm.ErrOverloaded})
 		return
 	}
 	c.queue = append(c.queue, w)
-	c.drain(ctx)
+	c.drain(o)
 }
 
 // ErrCoolingDown is the refusal of a credential whose cooldown outlasts the
@@ -264,28 +254,28 @@ func ErrCoolingDown(err error) bool { return errors.Is(err, errCoolingDown) }
 
 // drain grants queued requests in order while the pacer allows, and arms a
 // timer for the earliest moment a blocked head could go.
-func (c *Credential) drain(ctx actor.Context) {
+func (c *CredentialState) drain(o Owner) {
 	now := time.Now()
 	for len(c.queue) > 0 {
 		w := c.queue[0]
 		if !w.deadline.IsZero() && now.After(w.deadline) {
 			c.queue = c.queue[1:]
-			c.reply(ctx, w.reply, AdmitRefused{ID: w.id, Err: errCoolingDown})
+			o.Reply(w.reply, AdmitRefused{ID: w.id, Err: errCoolingDown})
 			continue
 		}
 		blocked, at := c.pacer.blocked(w.cost, now)
 		if blocked {
 			if !at.IsZero() {
-				c.arm(ctx, at)
+				c.arm(o, at)
 			}
 			return
 		}
 		c.queue = c.queue[1:]
-		c.reply(ctx, w.reply, Admitted{ID: w.id, Seq: c.pacer.grant(w.cost)})
+		o.Reply(w.reply, Admitted{ID: w.id, Seq: c.pacer.grant(w.cost)})
 	}
 }
 
-func (c *Credential) arm(ctx actor.Context, at time.Time) {
+func (c *CredentialState) arm(o Owner, at time.Time) {
 	if !c.timerAt.IsZero() && !at.Before(c.timerAt) {
 		return
 	}
@@ -293,21 +283,21 @@ func (c *Credential) arm(ctx actor.Context, at time.Time) {
 		c.timer.Stop()
 	}
 	c.timerAt = at
-	self, sys := ctx.Self(), ctx.ActorSystem()
-	c.timer = time.AfterFunc(time.Until(at), func() { sys.Root.Send(self, wake{}) })
+	c.timer = time.AfterFunc(time.Until(at), o.Wake)
 }
 
-func (c *Credential) stats() Stats {
-	s := Stats{
+// Snapshot returns the credential's stats; only from its Owner.
+func (c *CredentialState) Snapshot() AdmissionStats {
+	s := AdmissionStats{
 		Provider: c.Provider, Credential: c.Index, Queued: len(c.queue), InFlight: c.pacer.inFlight,
 		Requests: c.requests, Failed: c.failed, RateLimited: c.rateLimited, Restarts: c.restarts,
-		RateLimit: c.pacer.last, RemainingReqs: -1, RemainingToks: -1,
+		RateLimit: c.pacer.last, RemainingRequests: -1, RemainingTokens: -1,
 	}
 	if c.pacer.reqs.known {
-		s.RemainingReqs = c.pacer.reqs.remaining
+		s.RemainingRequests = c.pacer.reqs.remaining
 	}
 	if c.pacer.toks.known {
-		s.RemainingToks = c.pacer.toks.remaining
+		s.RemainingTokens = c.pacer.toks.remaining
 	}
 	if time.Now().Before(c.pacer.cooldownUntil) {
 		s.CooldownUntil = c.pacer.cooldownUntil
@@ -319,9 +309,6 @@ func (c *Credential) stats() Stats {
 // crossed a node and is rebuilt on the caller's side.
 func CoolingDown() error { return errCoolingDown }
 
-// Snapshot returns the credential's stats; only from the actor that owns it.
-func (c *Credential) Snapshot() Stats { return c.stats() }
-
 // Seed teaches a credential that knows nothing yet the limits another
 // holder of the key saw in a response at time at: a budget owner that
 // replaces one on a dead node starts from the nodes' latest headers
@@ -331,7 +318,7 @@ func (c *Credential) Snapshot() Stats { return c.stats() }
 // time until a response of its own says what remains. A seed whose window
 // has already reset gives the limit, and the same single probe. Seed does
 // nothing once the credential has seen a response.
-func (c *Credential) Seed(rl llm.RateLimit, at time.Time) {
+func (c *CredentialState) Seed(rl llm.RateLimit, at time.Time) {
 	p := c.pacer
 	if p.observed || (!rl.HasRequests && !rl.HasTokens) {
 		return

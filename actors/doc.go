@@ -1,24 +1,35 @@
-// Package actors holds Chorus's Proto.Actor code: the credential actor that
-// is the control plane of one provider credential, the system it runs in,
-// and the messages it takes. No protoactor type leaves this package: the
-// runtime talks to it through Go values and *actor.PID handles it keeps to
-// itself.
+// Package actors holds Chorus's credential actors: the control plane of
+// each provider credential, the system they run in, and the messages they
+// take. No Proto.Actor type appears in its API: callers hold a Ref (or any
+// Admitter) and exchange Go values with it; the Proto.Actor plumbing it
+// shares with session and cluster lives in internal/actorkit.
 //
 // The credential actor never sees a delta. A call asks it for admission
-// (AdmitRequested), runs its HTTP exchange on the caller's goroutine with the
-// credential's providers.Client, writes its events straight into the
-// caller's channel, and reports once when it ends (RequestFinished): status,
-// usage, and the rate-limit state the provider sent back. From those reports
-// the actor learns the provider's limits and paces admissions so that, once
-// the limits are known, no request is sent that the provider would refuse.
+// (AdmitRequested), runs its HTTP exchange on the caller's goroutine with
+// the credential's providers.Client, writes its events straight into the
+// caller's channel, and reports once when it ends (RequestFinished):
+// status, usage, and the rate-limit state the provider sent back. From
+// those reports the actor learns the provider's limits and paces admissions
+// so that, once the limits are known, no request is sent that the provider
+// would refuse.
 //
 // Everything that must survive a supervised restart (learned limits, the
-// admission queue with its waiting callers, counters, learn-once flags)
-// lives in a *Credential value outside the actor; the actor is a thin
-// behaviour over it, so a restart loses no state and no waiter.
+// admission queue with its waiting callers, counters) lives in a
+// *CredentialState outside the actor; the actor is a thin behaviour over
+// it (an Owner), so a restart loses no state and no waiter. A cluster's
+// budget owner is another Owner of the same state, fed by other nodes'
+// messages. Learn-once flags are not a credential's: they belong to its
+// endpoint, and the runtime shares them among the endpoint's clients.
 //
-// Messages are small plain structs named for what happened or what is asked.
-// Replies travel to the sender's PID, never through a Go channel inside a
-// message, so the same messages can cross a node boundary once they have an
-// encoding.
+// Credential actors run in the process's one shared Proto.Actor system
+// (NewSystem), next to the session actors; closing a runtime stops its own
+// actors and leaves the system to the others. Inside a cluster node they
+// run in the node's own system instead: Proto.Actor's remote and cluster
+// attach to one system per address, and leaving the cluster shuts it down,
+// so each node owns one (see package cluster).
+//
+// Messages are small plain structs named for what happened or what is
+// asked. Replies travel to the sender's address, never through a Go
+// channel inside a message, so the same messages can cross a node boundary
+// once they have an encoding.
 package actors

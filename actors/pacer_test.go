@@ -123,7 +123,7 @@ func TestPacerConcurrencyAndCancel(t *testing.T) {
 // seed after the credential's own response is ignored.
 func TestCredentialSeed(t *testing.T) {
 	now := time.Now()
-	c := NewCredential("p", 0, nil, Limits{}, 8)
+	c := NewCredentialState("p", 0, Limits{}, 8)
 	c.Seed(llm.RateLimit{HasRequests: true, LimitRequests: 10, RemainingRequests: 7, ResetRequests: 5 * time.Second}, now)
 	p := c.pacer
 	if !p.reqs.known || p.reqs.limit != 10 || p.reqs.remaining != 0 {
@@ -154,13 +154,13 @@ func TestCredentialSeed(t *testing.T) {
 		t.Fatal("granted past what its own response said remained")
 	}
 
-	old := NewCredential("p", 0, nil, Limits{}, 8)
+	old := NewCredentialState("p", 0, Limits{}, 8)
 	old.Seed(llm.RateLimit{HasRequests: true, LimitRequests: 10, RemainingRequests: 0, ResetRequests: time.Second}, now.Add(-2*time.Second))
 	if old.pacer.reqs.remaining != 10 {
 		t.Fatalf("a seed from a window that ended since: %d remaining, want the full 10", old.pacer.reqs.remaining)
 	}
 
-	seen := NewCredential("p", 0, nil, Limits{}, 8)
+	seen := NewCredentialState("p", 0, Limits{}, 8)
 	s := seen.pacer.grant(1)
 	seen.pacer.release(s, llm.RateLimit{HasRequests: true, LimitRequests: 100, RemainingRequests: 99, ResetRequests: time.Second}, false, 0, now)
 	seen.Seed(llm.RateLimit{HasRequests: true, LimitRequests: 10, RemainingRequests: 0, ResetRequests: time.Second}, now)

@@ -2,100 +2,130 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/chorusrt/chorus/internal/actorkit"
 )
 
-// System is the actor system of one runtime.
-type System struct {
-	sys    *actor.ActorSystem
-	nextID atomic.Uint64
-}
+// System is the actor system credential actors run in: a hold on the
+// process's shared Proto.Actor system, or (in a cluster node's runtime)
+// on the node's own. Its Release ends the hold and stops none of the
+// actors in it.
+type System = actorkit.System
 
-// NewSystem starts an actor system whose own log lines go to logger (nil:
-// discarded), at warning level and above.
-func NewSystem(logger *slog.Logger) *System {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	l := logger.With(slog.String("component", "protoactor"))
-	sys := actor.NewActorSystem(
-		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return l }),
-		actor.WithDeadLetterThrottleCount(0),
-	)
-	return &System{sys: sys}
-}
+// NewSystem returns a hold on the process's shared actor system, whose own
+// log lines go to logger (nil: discarded) while the hold lasts. Release it
+// once its actors are stopped.
+func NewSystem(logger *slog.Logger) *System { return actorkit.Shared(logger) }
 
-// Shutdown stops the actor system. Spawned actors must be stopped first.
-func (s *System) Shutdown() { s.sys.Shutdown() }
-
-// Ref is the runtime's handle on a spawned credential actor.
+// Ref is the runtime's handle on the actor of a credential, once spawned.
 type Ref struct {
-	s    *System
-	pid  *actor.PID
-	Cred *Credential
+	sys    *actor.ActorSystem
+	pid    *actor.PID
+	nextID atomic.Uint64
+	Cred   *CredentialState
 }
 
-// Spawn starts the actor of a credential.
-func (s *System) Spawn(c *Credential) *Ref {
-	return &Ref{s: s, pid: s.sys.Root.Spawn(c.Props()), Cred: c}
+// Spawn starts the actor of a credential in s.
+func Spawn(s *System, c *CredentialState) *Ref {
+	return &Ref{sys: s.Sys, pid: s.Sys.Root.Spawn(props(c)), Cred: c}
 }
 
-// replyBox is a process that hands its messages to a Go channel: the
-// sender PID of an admission, so the reply reaches a caller that can also
-// watch its context.
-type replyBox struct{ ch chan any }
+// wake is the actor's own timer message.
+type wake struct{}
 
-func (b *replyBox) SendUserMessage(_ *actor.PID, m any) {
-	if env, ok := m.(*actor.MessageEnvelope); ok {
-		m = env.Message
+// crashRequested makes the actor panic, for supervision tests.
+type crashRequested struct{}
+
+// props returns a credential actor's props. The producer closes over c, so
+// a supervised restart builds a new actor over the same state.
+func props(c *CredentialState) *actor.Props {
+	first := true
+	return actor.PropsFromProducer(func() actor.Actor {
+		if !first {
+			c.restarts++
+		}
+		first = false
+		return &credentialActor{c: c}
+	}, actor.WithSupervisor(actor.NewOneForOneStrategy(1_000_000, time.Second, actor.DefaultDecider)))
+}
+
+// credentialActor is the behaviour over a CredentialState, and its Owner.
+type credentialActor struct {
+	c    *CredentialState
+	sys  *actor.ActorSystem
+	self *actor.PID
+}
+
+func (a *credentialActor) Reply(to any, msg any) {
+	if pid, ok := to.(*actor.PID); ok && pid != nil {
+		a.sys.Root.Send(pid, msg)
 	}
-	select {
-	case b.ch <- m:
-	default:
+}
+
+func (a *credentialActor) Wake() { actorkit.Tell(a.sys, a.self, wake{}) }
+
+func (a *credentialActor) Receive(ctx actor.Context) {
+	if a.sys == nil {
+		a.sys, a.self = ctx.ActorSystem(), ctx.Self()
+	}
+	switch m := ctx.Message().(type) {
+	case AdmitRequested:
+		a.c.Admit(a, ctx.Sender(), m)
+	case AdmitCancelled:
+		a.c.Cancel(a, m)
+	case RequestFinished:
+		a.c.Finish(a, m)
+	case wake:
+		a.c.Wake(a)
+	case StatsRequested:
+		ctx.Respond(a.c.Snapshot())
+	case CloseRequested:
+		a.c.Close(a)
+		ctx.Respond(struct{}{})
+	case *actor.Stopped:
+		a.c.Stopped()
+	case crashRequested:
+		panic("actors: crash requested")
 	}
 }
-func (b *replyBox) SendSystemMessage(*actor.PID, any) {}
-func (b *replyBox) Stop(*actor.PID)                   {}
 
 // Admit waits until the credential admits a request of cost, and returns
 // the grant's sequence number for Finish. It returns the refusal's error
 // (llm.ErrOverloaded, ErrClosed, a cooldown past the deadline) or, when ctx
 // ends first, ctx's error — withdrawing the request either way.
 func (r *Ref) Admit(ctx context.Context, cost int) (uint64, error) {
-	id := r.s.nextID.Add(1)
-	box := &replyBox{ch: make(chan any, 1)}
-	pid, _ := r.s.sys.ProcessRegistry.Add(box, "chorus-admit-"+strconv.FormatUint(id, 36))
-	defer r.s.sys.ProcessRegistry.Remove(pid)
+	id := r.nextID.Add(1)
 	dl, _ := ctx.Deadline()
-	r.s.sys.Root.RequestWithCustomSender(r.pid, AdmitRequested{ID: id, Cost: cost, Deadline: dl}, pid)
-	select {
-	case m := <-box.ch:
-		switch m := m.(type) {
-		case Admitted:
-			return m.Seq, nil
-		case AdmitRefused:
-			return 0, &RefusedError{Provider: r.Cred.Provider, Err: m.Err, RetryAt: m.RetryAt}
-		}
-		return 0, fmt.Errorf("actors: unexpected admission reply %T", m)
-	case <-ctx.Done():
-		// Withdraw; if the grant crossed the cancellation, give it back.
-		var seq uint64
-		select {
-		case m := <-box.ch:
+	m, err := actorkit.Ask[any](ctx, r.sys, r.pid, AdmitRequested{ID: id, Cost: cost, Deadline: dl}, actorkit.AskOptions{})
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			// Withdraw; if the grant crossed the cancellation, give it back.
+			var seq uint64
 			if a, ok := m.(Admitted); ok {
 				seq = a.Seq
 			}
-		default:
+			r.sys.Root.Send(r.pid, AdmitCancelled{ID: id, Seq: seq})
+			return 0, err
 		}
-		r.s.sys.Root.Send(r.pid, AdmitCancelled{ID: id, Seq: seq})
-		return 0, ctx.Err()
+		if errors.Is(err, actorkit.ErrNotDelivered) {
+			return 0, &RefusedError{Provider: r.Cred.Provider, Err: ErrClosed}
+		}
+		return 0, err
 	}
+	switch m := m.(type) {
+	case Admitted:
+		return m.Seq, nil
+	case AdmitRefused:
+		return 0, &RefusedError{Provider: r.Cred.Provider, Err: m.Err, RetryAt: m.RetryAt}
+	}
+	return 0, fmt.Errorf("actors: unexpected admission reply %T", m)
 }
 
 // RefusedError is an admission refusal.
@@ -121,8 +151,9 @@ type Admitter interface {
 	// Load is the credential's queue, requests in flight and cooldown end
 	// as last seen; safe from any goroutine and cheap.
 	Load() (queued, inFlight int, cooldownUntil time.Time)
-	Stats(timeout time.Duration) (Stats, error)
-	// Close refuses queued callers with ErrClosed; Stop releases the actor.
+	Stats(timeout time.Duration) (AdmissionStats, error)
+	// Close refuses queued callers with ErrClosed; Stop then stops what
+	// serves the credential, if anything runs for it alone.
 	Close(timeout time.Duration) error
 	Stop(timeout time.Duration) error
 }
@@ -133,28 +164,28 @@ var _ Admitter = (*Ref)(nil)
 func (r *Ref) Load() (queued, inFlight int, cooldownUntil time.Time) { return r.Cred.Load() }
 
 // Finish reports the end of grant seq.
-func (r *Ref) Finish(f RequestFinished) { r.s.sys.Root.Send(r.pid, f) }
+func (r *Ref) Finish(f RequestFinished) { r.sys.Root.Send(r.pid, f) }
 
 // Stats asks the actor for a snapshot.
-func (r *Ref) Stats(timeout time.Duration) (Stats, error) {
-	res, err := r.s.sys.Root.RequestFuture(r.pid, StatsRequested{}, timeout).Result()
+func (r *Ref) Stats(timeout time.Duration) (AdmissionStats, error) {
+	res, err := r.sys.Root.RequestFuture(r.pid, StatsRequested{}, timeout).Result()
 	if err != nil {
-		return Stats{}, err
+		return AdmissionStats{}, err
 	}
-	s, ok := res.(Stats)
+	s, ok := res.(AdmissionStats)
 	if !ok {
-		return Stats{}, fmt.Errorf("actors: unexpected stats reply %T", res)
+		return AdmissionStats{}, fmt.Errorf("actors: unexpected stats reply %T", res)
 	}
 	return s, nil
 }
 
 // Close stops admissions: queued callers are refused with ErrClosed.
 func (r *Ref) Close(timeout time.Duration) error {
-	_, err := r.s.sys.Root.RequestFuture(r.pid, CloseRequested{}, timeout).Result()
+	_, err := r.sys.Root.RequestFuture(r.pid, CloseRequested{}, timeout).Result()
 	return err
 }
 
 // Stop stops the actor and waits for it.
 func (r *Ref) Stop(timeout time.Duration) error {
-	return r.s.sys.Root.StopFuture(r.pid).Wait()
+	return r.sys.Root.StopFuture(r.pid).Wait()
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -12,21 +13,33 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/chorusrt/chorus/actors"
-	"github.com/chorusrt/chorus/llm"
-	"github.com/chorusrt/chorus/runtime"
 	"github.com/chorusrt/chorus/cluster/clusterpb"
+	"github.com/chorusrt/chorus/internal/actorkit"
+	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/providers"
+	"github.com/chorusrt/chorus/runtime"
 )
 
 // Provider budgets are shared: each credential (provider id and key, named
 // by the key's fingerprint, never the key) has one budget owner in the
 // cluster, a grain of kind chorus-budget placed by the cluster's
 // rendezvous hash. The owner runs the same credential logic as a single
-// runtime (actors.Credential: the admission queue, pacing from learned
-// limits, cooldown on 429/529), for the admissions of every node. Each
-// node's runtime asks it for one grant per request (an allowance of one
-// request and its estimated tokens) and reports each request's end with
-// the rate-limit headers the provider sent, so the owner learns the key's
-// limits from every node's traffic.
+// runtime (actors.CredentialState: the admission queue, pacing from
+// learned limits, cooldown on 429/529), for the admissions of every node.
+// Each node's runtime asks it for one grant per request (an allowance of
+// one request and its estimated tokens) and reports each request's end
+// with the rate-limit headers the provider sent, so the owner learns the
+// key's limits from every node's traffic.
+//
+// Learn-once lessons travel the same way (invariant 6: they belong to the
+// endpoint, shared by every caller): each report carries the node's
+// learn-once state of the credential's endpoint, the owner keeps their
+// union, and every grant carries it back, so a node applies what another
+// node learned before it sends its request. A node's runtime shares one
+// state among the endpoint's credentials, so what reaches it through one
+// key's owner serves all the endpoint's keys on that node. The owner's
+// union is lost with its node; the next activation gathers it again from
+// the nodes' next reports.
 //
 // When the owner's node dies, waiting admissions are asked again of the
 // next activation, which starts knowing nothing: it probes with a few
@@ -50,19 +63,30 @@ func (b *budgets) admitter(c runtime.Credential) (actors.Admitter, error) {
 	b.mu.Lock()
 	b.creds[id] = c
 	b.mu.Unlock()
-	return &remoteAdmitter{n: b.n, identity: id, provider: c.Provider, grants: map[uint64]grantRef{}}, nil
+	learned := c.Learned
+	if learned == nil {
+		learned = &providers.Learned{}
+	}
+	return &remoteAdmitter{n: b.n, identity: id, provider: c.Provider, learned: learned, grants: map[uint64]grantRef{}}, nil
 }
 
 func (b *budgets) props() *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor { return &budgetOwner{b: b} })
 }
 
-// budgetOwner is the grain owning one credential's budget.
+// budgetOwner is the grain owning one credential's budget, and the
+// actors.Owner of its state.
 type budgetOwner struct {
-	b     *budgets
-	cred  *actors.Credential
-	token uint64
+	b       *budgets
+	cred    *actors.CredentialState
+	token   uint64
+	learned providers.Learned // the union of the nodes' lessons
+	sys     *actor.ActorSystem
+	self    *actor.PID
 }
+
+// budgetWake is the owner's pacing timer firing; it never leaves the node.
+type budgetWake struct{}
 
 func (o *budgetOwner) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
@@ -73,33 +97,59 @@ func (o *budgetOwner) Receive(c actor.Context) {
 		if m.Seen != nil {
 			o.cred.Seed(fromRateLimit(m.Seen), fromUnixNano(m.SeenUnixNano))
 		}
-		o.cred.Handle(c, actors.AdmitRequested{ID: m.Id, Cost: int(m.Cost), Deadline: fromUnixNano(m.DeadlineUnixNano)})
+		o.cred.Admit(o, c.Sender(), actors.AdmitRequested{ID: m.Id, Cost: int(m.Cost), Deadline: fromUnixNano(m.DeadlineUnixNano)})
 	case *clusterpb.AdmitCancelled:
 		o.init(c)
 		seq := m.Seq
 		if m.Owner != o.token {
 			seq = 0
 		}
-		o.cred.Handle(c, actors.AdmitCancelled{ID: m.Id, Seq: seq})
+		o.cred.Cancel(o, actors.AdmitCancelled{ID: m.Id, Seq: seq})
 	case *clusterpb.RequestFinished:
 		o.init(c)
+		mergeLearned(&o.learned, m.Learned) // facts, whichever activation granted
 		if m.Owner == o.token {
-			o.cred.Handle(c, fromFinished(m))
+			o.cred.Finish(o, fromFinished(m))
 		}
 	case *clusterpb.BudgetStatsRequest:
 		o.init(c)
 		st := o.cred.Snapshot()
 		respond(c, &clusterpb.BudgetStats{
 			Queued: int64(st.Queued), InFlight: int64(st.InFlight), Requests: st.Requests, RateLimited: st.RateLimited,
-			RemainingRequests: int64(st.RemainingReqs), RemainingTokens: int64(st.RemainingToks),
+			RemainingRequests: int64(st.RemainingRequests), RemainingTokens: int64(st.RemainingTokens),
 			CooldownUntilUnixNano: unixNano(st.CooldownUntil), Owner: o.token, Node: o.b.n.addr,
 		})
-	default:
+	case budgetWake:
 		if o.cred != nil {
-			o.cred.Handle(c, m) // its timer, Stopped
+			o.cred.Wake(o)
+		}
+	case *actor.Stopped:
+		if o.cred != nil {
+			o.cred.Stopped()
 		}
 	}
 }
+
+// Reply encodes the credential's answers for the wire.
+func (o *budgetOwner) Reply(to any, msg any) {
+	pid, ok := to.(*actor.PID)
+	if !ok || pid == nil {
+		return
+	}
+	var pm proto.Message
+	switch m := msg.(type) {
+	case actors.Admitted:
+		pm = &clusterpb.Admitted{Id: m.ID, Seq: m.Seq, Owner: o.token, Learned: toLearned(&o.learned)}
+	case actors.AdmitRefused:
+		pm = &clusterpb.AdmitRefused{Id: m.ID, Err: toFailure(m.Err), RetryAtUnixNano: unixNano(m.RetryAt)}
+	default:
+		return
+	}
+	send(o.sys, pid, pm)
+}
+
+// Wake is the credential's pacing timer: a local message to the owner.
+func (o *budgetOwner) Wake() { actorkit.Tell(o.sys, o.self, budgetWake{}) }
 
 // init builds the credential state on the first message: the identity is
 // known only once the cluster has set it.
@@ -116,22 +166,11 @@ func (o *budgetOwner) init(c actor.Context) {
 	o.b.mu.Unlock()
 	lim, queue := actors.Limits{}, 1024
 	if ok {
-		lim, queue = actors.Limits(info.Limits), info.QueueSize
+		lim, queue = info.Limits, info.QueueSize
 	}
-	o.cred = actors.NewCredential(id, 0, nil, lim, queue)
+	o.cred = actors.NewCredentialState(id, 0, lim, queue)
 	o.token = randUint64()
-	o.cred.Reply = func(ctx actor.Context, to *actor.PID, msg any) {
-		var pm proto.Message
-		switch m := msg.(type) {
-		case actors.Admitted:
-			pm = &clusterpb.Admitted{Id: m.ID, Seq: m.Seq, Owner: o.token}
-		case actors.AdmitRefused:
-			pm = &clusterpb.AdmitRefused{Id: m.ID, Err: toFailure(m.Err), RetryAtUnixNano: unixNano(m.RetryAt)}
-		default:
-			return
-		}
-		sendFrom(ctx, to, pm)
-	}
+	o.sys, o.self = c.ActorSystem(), c.Self()
 }
 
 // grantRef is a grant this node holds: which owner activation made it.
@@ -146,6 +185,9 @@ type remoteAdmitter struct {
 	n        *Node
 	identity string
 	provider string
+	// learned is the learn-once state of the credential's endpoint in this
+	// node's runtime (shared by its credentials there).
+	learned *providers.Learned
 
 	nextID   atomic.Uint64
 	inFlight atomic.Int64
@@ -176,51 +218,46 @@ func (a *remoteAdmitter) Admit(ctx context.Context, cost int) (uint64, error) {
 			return 0, &actors.RefusedError{Provider: a.provider, Err: errNoMembers}
 		}
 		id := a.nextID.Add(1)
-		w := newWaiter(a.n, pid)
 		req := &clusterpb.AdmitRequest{Id: id, Cost: int64(cost), DeadlineUnixNano: unixNano(dl)}
 		a.mu.Lock()
 		if !a.seenAt.IsZero() {
 			req.Seen, req.SeenUnixNano = toRateLimit(a.seen), a.seenAt.UnixNano()
 		}
 		a.mu.Unlock()
-		sendAs(a.n.sys, pid, req, w.pid)
-		select {
-		case m := <-w.ch:
-			w.stop()
-			switch m := m.(type) {
-			case *clusterpb.Admitted:
-				a.inFlight.Add(1)
-				a.mu.Lock()
-				local := a.nextID.Add(1)
-				a.grants[local] = grantRef{seq: m.Seq, owner: m.Owner, pid: pid}
-				a.mu.Unlock()
-				return local, nil
-			case *clusterpb.AdmitRefused:
-				if at := fromUnixNano(m.RetryAtUnixNano); !at.IsZero() {
-					a.cooldown.Store(at.UnixNano())
-				}
-				return 0, &actors.RefusedError{Provider: a.provider, Err: orOther(fromFailure(m.Err), "refused"), RetryAt: fromUnixNano(m.RetryAtUnixNano)}
-			case *actor.Terminated:
-				a.n.forget(a.identity, kindBudget, pid)
-				if !sleepCtx(ctx, 100*time.Millisecond) {
-					return 0, ctx.Err()
-				}
-				continue // the owner's node is gone: ask the next activation
-			default:
-				return 0, &ProtocolError{Msg: fmt.Sprintf("unexpected admission reply %T", m)}
+		r, err := ask(ctx, a.n.sys, pid, req)
+		switch {
+		case errors.Is(err, ErrNodeLost):
+			a.n.forget(a.identity, kindBudget, pid)
+			if !sleepCtx(ctx, 100*time.Millisecond) {
+				return 0, ctx.Err()
 			}
-		case <-ctx.Done():
-			w.stop()
+			continue // the owner's node is gone: ask the next activation
+		case err != nil && ctx.Err() != nil:
 			var seq, owner uint64
-			select {
-			case m := <-w.ch:
-				if ad, ok := m.(*clusterpb.Admitted); ok {
-					seq, owner = ad.Seq, ad.Owner
-				}
-			default:
+			if ad, ok := r.(*clusterpb.Admitted); ok { // the grant crossed the withdrawal
+				seq, owner = ad.Seq, ad.Owner
 			}
 			send(a.n.sys, pid, &clusterpb.AdmitCancelled{Id: id, Seq: seq, Owner: owner})
 			return 0, ctx.Err()
+		case err != nil:
+			return 0, err
+		}
+		switch m := r.(type) {
+		case *clusterpb.Admitted:
+			mergeLearned(a.learned, m.Learned)
+			a.inFlight.Add(1)
+			a.mu.Lock()
+			local := a.nextID.Add(1)
+			a.grants[local] = grantRef{seq: m.Seq, owner: m.Owner, pid: pid}
+			a.mu.Unlock()
+			return local, nil
+		case *clusterpb.AdmitRefused:
+			if at := fromUnixNano(m.RetryAtUnixNano); !at.IsZero() {
+				a.cooldown.Store(at.UnixNano())
+			}
+			return 0, &actors.RefusedError{Provider: a.provider, Err: orOther(fromFailure(m.Err), "refused"), RetryAt: fromUnixNano(m.RetryAtUnixNano)}
+		default:
+			return 0, &ProtocolError{Msg: fmt.Sprintf("unexpected admission reply %T", m)}
 		}
 	}
 }
@@ -257,7 +294,9 @@ func (a *remoteAdmitter) Finish(f actors.RequestFinished) {
 		a.cooldown.Store(time.Now().Add(wait).UnixNano())
 	}
 	f.Seq = g.seq
-	send(a.n.sys, g.pid, toFinished(f, g.owner))
+	m := toFinished(f, g.owner)
+	m.Learned = toLearned(a.learned)
+	send(a.n.sys, g.pid, m)
 }
 
 func (a *remoteAdmitter) Load() (int, int, time.Time) {
@@ -269,8 +308,8 @@ func (a *remoteAdmitter) Load() (int, int, time.Time) {
 }
 
 // Stats asks the owner.
-func (a *remoteAdmitter) Stats(timeout time.Duration) (actors.Stats, error) {
-	s := actors.Stats{Provider: a.provider, RemainingReqs: -1, RemainingToks: -1}
+func (a *remoteAdmitter) Stats(timeout time.Duration) (actors.AdmissionStats, error) {
+	s := actors.AdmissionStats{Provider: a.provider, RemainingRequests: -1, RemainingTokens: -1}
 	pid := a.n.grain(a.identity, kindBudget)
 	if pid == nil {
 		return s, errNoMembers
@@ -284,67 +323,13 @@ func (a *remoteAdmitter) Stats(timeout time.Duration) (actors.Stats, error) {
 		return s, &ProtocolError{Msg: "budget stats reply of the wrong type"}
 	}
 	s.Queued, s.InFlight, s.Requests, s.RateLimited = int(bs.Queued), int(bs.InFlight), bs.Requests, bs.RateLimited
-	s.RemainingReqs, s.RemainingToks = int(bs.RemainingRequests), int(bs.RemainingTokens)
+	s.RemainingRequests, s.RemainingTokens = int(bs.RemainingRequests), int(bs.RemainingTokens)
 	s.CooldownUntil = fromUnixNano(bs.CooldownUntilUnixNano)
 	return s, nil
 }
 
 func (a *remoteAdmitter) Close(time.Duration) error { a.closed.Store(true); return nil }
 func (a *remoteAdmitter) Stop(time.Duration) error  { return nil }
-
-// waiter is a short-lived local actor that receives one call's replies
-// and the Terminated of the remote actor it watches.
-type waiter struct {
-	sys *actor.ActorSystem
-	pid *actor.PID
-	ch  chan any
-}
-
-type waiterActor struct {
-	watch *actor.PID
-	ch    chan any
-}
-
-func (w *waiterActor) Receive(c actor.Context) {
-	switch m := c.Message().(type) {
-	case *actor.Started:
-		if w.watch != nil {
-			c.Watch(w.watch)
-		}
-	case *actor.Stopping, *actor.Stopped, *actor.Restarting:
-	case proto.Message, *actor.Terminated:
-		select {
-		case w.ch <- m:
-		default:
-		}
-	}
-}
-
-func newWaiter(n *Node, watch *actor.PID) *waiter {
-	ch := make(chan any, 4)
-	pid := n.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &waiterActor{watch: watch, ch: ch} }))
-	return &waiter{sys: n.sys, pid: pid, ch: ch}
-}
-
-func (w *waiter) stop() { w.sys.Root.Stop(w.pid) }
-
-// askWatched sends m to pid and waits for its one proto reply, watching
-// pid: ErrNodeLost when pid's actor or node goes away first, ctx's error
-// when ctx ends first.
-func (n *Node) askWatched(ctx context.Context, pid *actor.PID, m proto.Message) (proto.Message, error) {
-	w := newWaiter(n, pid)
-	defer w.stop()
-	sendAs(n.sys, pid, m, w.pid)
-	select {
-	case r := <-w.ch:
-		if _, lost := r.(*actor.Terminated); lost { // itself a proto message: check it first
-			return nil, ErrNodeLost
-		}
-		return r.(proto.Message), nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
 
 // clusterIdentity is the grain's identity ("" outside a grain).
 func clusterIdentity(c actor.Context) (id string) {

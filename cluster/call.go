@@ -9,8 +9,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/cluster/clusterpb"
+	"github.com/chorusrt/chorus/llm"
 )
 
 // Embed runs an embeddings request on a member of the cluster (round
@@ -49,7 +49,7 @@ func (n *Node) call(ctx context.Context, op string, body []byte) ([]byte, error)
 			}
 			continue
 		}
-		r, err := n.askWatched(ctx, target, &clusterpb.CallRequest{Op: op, RequestJson: body})
+		r, err := ask(ctx, n.sys, target, &clusterpb.CallRequest{Op: op, RequestJson: body})
 		switch {
 		case errors.Is(err, ErrNodeLost):
 			lastErr = err

@@ -13,10 +13,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/chorusrt/chorus/cluster/clusterpb"
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/llmtest"
 	"github.com/chorusrt/chorus/runtime"
-	"github.com/chorusrt/chorus/cluster/clusterpb"
 	"github.com/chorusrt/chorus/session"
 )
 

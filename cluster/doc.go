@@ -56,6 +56,17 @@
 // at a time until its own first response says what remains. So a failover
 // costs at most the rest of a window, never a 429.
 //
+// Learn-once lessons (invariant 6: they belong to the endpoint, shared by
+// all its callers) travel through the same owners: every report carries
+// the node's learn-once state of the credential's endpoint, the owner
+// keeps the union, and every grant carries it back, so a node applies a
+// lesson another node learned before it sends its own request. A node's
+// runtime shares one state among an endpoint's keys, so a lesson that
+// reaches it through one key's owner serves the endpoint's other keys on
+// that node too. (An owner knows what the nodes using its key reported: a
+// lesson learned with one key reaches a node that only ever uses another
+// key once some node that knows it uses that key.)
+//
 // # Sessions
 //
 // Sessions are grains keyed by session id, on session.Manager, journaled in
@@ -102,6 +113,15 @@
 // written exactly once after --resume.
 //
 // Decisions and limits:
+//   - A node owns its Proto.Actor system, where a single-machine runtime or
+//     session manager uses the process's shared one: Proto.Actor's remote
+//     and cluster are extensions of one system, bound to one address, and
+//     the cluster's Shutdown shuts that system down, so attaching a node to
+//     the shared system would tie every other runtime of the process to
+//     the node's life, and a second node (the tests run several in one
+//     process) could not attach at all. The runtime and session manager a
+//     node builds spawn into the node's system, handed to them through
+//     internal/actorkit (no public option shows a Proto.Actor type).
 //   - Proto.Actor leaves some goroutines behind after shutdown (its
 //     throttles, gRPC connections to nodes already gone); the tests' leak
 //     check names them and fails on any other.

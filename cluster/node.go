@@ -22,6 +22,7 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/labstack/echo"
 
+	"github.com/chorusrt/chorus/internal/actorkit"
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/runtime"
 	"github.com/chorusrt/chorus/session"
@@ -145,6 +146,10 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 
 	host, port, _ := splitHostPort(cfg.Bind)
 	l := log.With(slog.String("component", "protoactor"))
+	// The node owns its actor system, unlike a runtime or a session
+	// manager, which share the process's: Proto.Actor's remote and cluster
+	// attach to one system and one address, and the cluster's Shutdown
+	// shuts the system down. The node's runtime and sessions live in it.
 	n.sys = actor.NewActorSystem(
 		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return l }),
 		actor.WithDeadLetterThrottleCount(0),
@@ -152,7 +157,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	if !cfg.Client {
 		n.budgets = newBudgets(n)
 		ropts := append([]runtime.Option{runtime.WithLogger(log)}, cfg.Runtime...)
-		ropts = append(ropts, runtime.WithSharedBudget(n.budgets.admitter))
+		ropts = append(ropts, runtime.WithSharedBudget(n.budgets.admitter), actorkit.RuntimeOption[runtime.Option](actorkit.Borrow(n.sys)))
 		rt, err := runtime.New(ropts...)
 		if err != nil {
 			n.sys.Shutdown()

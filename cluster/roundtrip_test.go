@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -19,7 +20,7 @@ func (echoActor) Receive(c actor.Context) {
 
 // BenchmarkRemoteRoundTrip is the floor under every remote call: one proto
 // message to an actor on another node (in this process, over loopback
-// gRPC) and its reply, with a future and with the watching waiter the
+// gRPC) and its reply, with a future and with the watched ask the
 // cluster's calls use.
 func BenchmarkRemoteRoundTrip(b *testing.B) {
 	a, w := benchPair(b, "ping", nil)
@@ -32,12 +33,12 @@ func BenchmarkRemoteRoundTrip(b *testing.B) {
 			}
 		}
 	})
-	b.Run("waiter", func(b *testing.B) {
+	b.Run("watched", func(b *testing.B) {
+		ctx := context.Background()
 		for b.Loop() {
-			wt := newWaiter(a, target)
-			sendAs(a.sys, target, &clusterpb.Credit{Stream: 1}, wt.pid)
-			<-wt.ch
-			wt.stop()
+			if _, err := ask(ctx, a.sys, target, &clusterpb.Credit{Stream: 1}); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 }

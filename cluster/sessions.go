@@ -10,8 +10,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/cluster/clusterpb"
+	"github.com/chorusrt/chorus/internal/actorkit"
+	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/session"
 	"github.com/chorusrt/chorus/store"
 )
@@ -58,7 +59,7 @@ func newSessionHost(n *Node, opt session.Options) (*sessionHost, error) {
 	h := &sessionHost{n: n, journal: j, ttl: n.cfg.LeaseTTL, grains: map[string]*actor.PID{}}
 	h.leased = store.NewLeased(j, n.cfg.Bind+"/"+newToken(), h.ttl)
 	opt.Journal = h.leased
-	m, err := session.New(opt)
+	m, err := actorkit.NewSessionManager[*session.Manager](opt, actorkit.Borrow(n.sys))
 	if err != nil {
 		return nil, err
 	}
@@ -343,7 +344,7 @@ func (n *Node) sessionCall(ctx context.Context, id string, req *clusterpb.Sessio
 			}
 			continue
 		}
-		r, err := n.askWatched(ctx, pid, req)
+		r, err := ask(ctx, n.sys, pid, req)
 		switch {
 		case errors.Is(err, ErrNodeLost):
 			n.forget(id, kindSession, pid)

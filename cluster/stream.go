@@ -9,8 +9,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/cluster/clusterpb"
+	"github.com/chorusrt/chorus/llm"
 )
 
 // A remote stream runs a model call on a worker node and relays its events

@@ -10,8 +10,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/chorusrt/chorus/actors"
-	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/cluster/clusterpb"
+	"github.com/chorusrt/chorus/internal/actorkit"
+	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/providers"
 	"github.com/chorusrt/chorus/session"
 	"github.com/chorusrt/chorus/store"
 )
@@ -19,7 +21,8 @@ import (
 // Every message that leaves a node goes through these helpers, typed
 // proto.Message: a plain struct does not compile here, and
 // TestOnlyProtoCrossesNodes checks that nothing in this package sends any
-// other way.
+// other way. (A budget owner's pacing timer wakes it with a local message,
+// through actorkit.Tell: it never leaves the node.)
 
 // send delivers m to pid from the root context.
 func send(sys *actor.ActorSystem, pid *actor.PID, m proto.Message) { sys.Root.Send(pid, m) }
@@ -27,6 +30,18 @@ func send(sys *actor.ActorSystem, pid *actor.PID, m proto.Message) { sys.Root.Se
 // sendAs delivers m to pid with from as its sender (the address replies go to).
 func sendAs(sys *actor.ActorSystem, pid *actor.PID, m proto.Message, from *actor.PID) {
 	sys.Root.RequestWithCustomSender(pid, m, from)
+}
+
+// ask sends m to pid and waits for its one proto reply, watching pid:
+// ErrNodeLost when pid's actor or node goes away first (or m reached no
+// actor), ctx's error when ctx ends first, with a reply that crossed the
+// cancellation if one is there.
+func ask(ctx context.Context, sys *actor.ActorSystem, pid *actor.PID, m proto.Message) (proto.Message, error) {
+	r, err := actorkit.Ask[proto.Message](ctx, sys, pid, m, actorkit.AskOptions{Watch: true})
+	if errors.Is(err, actorkit.ErrTerminated) || errors.Is(err, actorkit.ErrNotDelivered) {
+		return nil, ErrNodeLost
+	}
+	return r, err
 }
 
 // respond answers the message being handled.
@@ -145,6 +160,41 @@ func fromFinished(p *clusterpb.RequestFinished) actors.RequestFinished {
 		Seq: p.Seq, Status: int(p.Status), RateLimited: p.RateLimited, RetryAfter: time.Duration(p.RetryAfterNano), Failed: p.Failed,
 		RateLimit: fromRateLimit(p.RateLimit),
 		Usage:     llm.Usage{PromptTokens: int(p.PromptTokens), CompletionTokens: int(p.CompletionTokens)},
+	}
+}
+
+// ---- learn-once state ----
+
+// toLearned is l on the wire; nil when nothing was learned.
+func toLearned(l *providers.Learned) *clusterpb.Learned {
+	flags := l.Flags()
+	if len(flags) == 0 {
+		return nil
+	}
+	p := &clusterpb.Learned{}
+	for _, f := range flags {
+		p.Flags |= uint32(f)
+		for _, m := range l.Models(f) {
+			p.Models = append(p.Models, &clusterpb.ModelLesson{Flag: uint32(f), Model: m})
+		}
+	}
+	return p
+}
+
+// mergeLearned adds p's facts to l (learn-once state only grows).
+func mergeLearned(l *providers.Learned, p *clusterpb.Learned) {
+	if p == nil {
+		return
+	}
+	for _, m := range p.Models {
+		if f := providers.LearnFlag(m.Flag); !l.HasModel(f, m.Model) {
+			l.SetModel(f, m.Model)
+		}
+	}
+	for f := providers.LearnFlag(1); f != 0 && uint32(f) <= p.Flags; f <<= 1 {
+		if p.Flags&uint32(f) != 0 && !l.Has(f) {
+			l.Set(f)
+		}
 	}
 }
 
@@ -335,6 +385,3 @@ func fromFailure(f *clusterpb.Failure) error {
 	}
 	return w.decode()
 }
-
-// sendFrom sends m from inside an actor.
-func sendFrom(ctx actor.SenderContext, pid *actor.PID, m proto.Message) { ctx.Send(pid, m) }

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/chorusrt/chorus/actors"
-	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/cluster/clusterpb"
+	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/session"
 	"github.com/chorusrt/chorus/store"
 )

@@ -271,17 +271,22 @@ func TestInvariant04_UnknownRoleRejected(t *testing.T) {
 	}
 }
 
-// TestInvariant06_LearnOnceSharedMonotonic: a rejection teaches the
-// credential once; every client sharing its Learned benefits; a client of
-// another credential does not.
+// TestInvariant06_LearnOnceSharedMonotonic: learn-once state belongs to
+// the endpoint (provider id and base URL), not to a key. A rejection
+// teaches the endpoint's Learned once; every client sharing it benefits,
+// whichever key it holds (the runtime gives every credential of an
+// endpoint the same Learned; a cluster carries it between nodes); a plain
+// client given no Learned keeps its own.
 func TestInvariant06_LearnOnceSharedMonotonic(t *testing.T) {
 	srv := llmtest.NewServer()
 	defer srv.Close()
 	cfg := formats(srv)[0]
+	otherKey := cfg
+	otherKey.APIKey = "sk-another-key-of-the-endpoint"
 	shared := &Learned{}
 	var learned []LearnEvent
 	a := newClient(t, cfg, WithLearned(shared), WithLearnObserver(func(e LearnEvent) { learned = append(learned, e) }))
-	b := newClient(t, cfg, WithLearned(shared))
+	b := newClient(t, otherKey, WithLearned(shared))
 	other := newClient(t, cfg)
 
 	srv.Push(llmtest.Step{Fault: &llmtest.Fault{Kind: llmtest.FaultStatus, Status: 400, Message: "Unrecognized request argument supplied: stream_options"}})
@@ -306,10 +311,10 @@ func TestInvariant06_LearnOnceSharedMonotonic(t *testing.T) {
 	}
 	reqs = srv.Requests()
 	if bytes.Contains(reqs[2].Body, []byte("stream_options")) {
-		t.Fatal("a client sharing the credential's state sent stream_options again")
+		t.Fatal("another key of the endpoint, sharing its state, sent stream_options again")
 	}
 	if !bytes.Contains(reqs[3].Body, []byte("stream_options")) {
-		t.Fatal("another credential learned from this one")
+		t.Fatal("a client with state of its own learned from another's")
 	}
 	// A rejection of a parameter the request did not carry teaches nothing.
 	srv.Push(llmtest.Step{Fault: &llmtest.Fault{Kind: llmtest.FaultStatus, Status: 400, Message: "Unsupported parameter: 'temperature' is not supported with this model."}})

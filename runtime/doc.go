@@ -42,4 +42,19 @@
 //   - Before a credential has seen its first response it admits at most four
 //     requests at once, so a cold start cannot overrun limits it has not
 //     read yet.
+//   - Learn-once state (a parameter or stream_options the provider refused,
+//     a model served only by the Responses API) belongs to the endpoint,
+//     the provider id and base URL (invariant 6): the runtime keeps one
+//     providers.Learned per endpoint and gives it to every credential's
+//     client, so what one key's call learned, the next call on any key of
+//     the endpoint uses. A providers.WithLearned passed through
+//     WithClientOptions overrides it (every credential then shares that
+//     one). Stats show each credential its endpoint's flags.
+//   - One process, one Proto.Actor system: the credential actors of every
+//     runtime, and the session actors of every session.Manager, run in the
+//     process's shared system, created on first use; its log lines go to
+//     the loggers of the runtimes and managers that use it (WithLogger).
+//     Close stops the runtime's own actors and leaves the system. Inside a
+//     cluster node the runtime uses the node's system instead (see
+//     package cluster).
 package runtime

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/chorusrt/chorus/actors"
+	"github.com/chorusrt/chorus/internal/actorkit"
 
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/providers"
@@ -14,13 +15,10 @@ import (
 // Limits are static limits for each credential of a provider, known before
 // any response (for example from the provider's dashboard). Zero fields are
 // learned from response headers (rates) or unlimited (MaxConcurrency).
-type Limits struct {
-	MaxConcurrency    int
-	RequestsPerMinute int
-	TokensPerMinute   int
-}
+type Limits = actors.Limits
 
 type options struct {
+	system         *actorkit.System // a cluster node's; nil: the process's shared one
 	budget         SharedBudget
 	configs        []providers.Config
 	aliases        map[string][]string
@@ -104,12 +102,16 @@ func WithClientOptions(opts ...providers.Option) Option {
 // Credential describes one provider credential to a SharedBudget. KeyID
 // identifies the key without revealing it: the first 16 hex digits of the
 // SHA-256 of the key, the same on every process that holds the key.
+// Learned is the learn-once state of the credential's endpoint in this
+// runtime, shared by the endpoint's credentials: a SharedBudget may carry
+// lessons between it and other runtimes (cluster does).
 type Credential struct {
 	Provider  string
 	Index     int
 	KeyID     string
 	Limits    Limits
 	QueueSize int
+	Learned   *providers.Learned
 }
 
 // A SharedBudget supplies the admission authority of a credential in place

@@ -14,12 +14,20 @@ import (
 	"time"
 
 	"github.com/chorusrt/chorus/actors"
+	"github.com/chorusrt/chorus/internal/actorkit"
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/providers"
 )
 
 // ErrClosed is returned by calls made after Close began.
 var ErrClosed = actors.ErrClosed
+
+func init() {
+	// A cluster node's runtime spawns into the node's actor system.
+	actorkit.SetRuntimeHook(func(s *actorkit.System) any {
+		return Option(func(o *options) { o.system = s })
+	})
+}
 
 // Runtime serves calls through one actor per provider credential. It is
 // safe for concurrent use.
@@ -56,7 +64,10 @@ type cred struct {
 	rateLimited atomic.Int64
 }
 
-// New boots the actor system and spawns one actor per credential.
+// New spawns one actor per credential, in the process's shared actor
+// system. Credentials of one endpoint (provider id and base URL) share its
+// learn-once state (invariant 6): what one key's call learns, every key's
+// next call uses.
 func New(opts ...Option) (*Runtime, error) {
 	o := options{queueSize: 1024, streamBuffer: providers.DefaultStreamBuffer, placements: 8, timeout: providers.DefaultTimeout}
 	for _, opt := range opts {
@@ -75,8 +86,12 @@ func New(opts ...Option) (*Runtime, error) {
 			return nil, err
 		}
 	}
-	rt.sys = actors.NewSystem(logger)
+	rt.sys = o.system
+	if rt.sys == nil {
+		rt.sys = actors.NewSystem(logger)
+	}
 	rt.base, rt.stop = context.WithCancel(context.Background())
+	learned := map[string]*providers.Learned{} // by endpoint
 	for _, cfg := range o.configs {
 		g := rt.groups[cfg.ID]
 		if g == nil {
@@ -85,9 +100,14 @@ func New(opts ...Option) (*Runtime, error) {
 			rt.order = append(rt.order, cfg.ID)
 		}
 		c := &cred{}
+		ep := endpoint(cfg)
+		if learned[ep] == nil {
+			learned[ep] = &providers.Learned{}
+		}
 		copts := append([]providers.Option{
 			providers.WithLogger(logger),
 			providers.WithStreamBuffer(o.streamBuffer),
+			providers.WithLearned(learned[ep]),
 		}, o.clientOpts...)
 		// 429 and 529 are the runtime's: the actor cools the credential down
 		// and the call moves on.
@@ -104,13 +124,13 @@ func New(opts ...Option) (*Runtime, error) {
 		}
 		if o.budget != nil {
 			sum := sha256.Sum256([]byte(cfg.APIKey))
-			c.ref, err = o.budget(Credential{Provider: cfg.ID, Index: len(g.creds), KeyID: hex.EncodeToString(sum[:8]), Limits: lim, QueueSize: o.queueSize})
+			c.ref, err = o.budget(Credential{Provider: cfg.ID, Index: len(g.creds), KeyID: hex.EncodeToString(sum[:8]), Limits: lim, QueueSize: o.queueSize, Learned: client.Learned()})
 			if err != nil {
 				rt.shutdown()
 				return nil, err
 			}
 		} else {
-			c.ref = rt.sys.Spawn(actors.NewCredential(cfg.ID, len(g.creds), client, actors.Limits(lim), o.queueSize))
+			c.ref = actors.Spawn(rt.sys, actors.NewCredentialState(cfg.ID, len(g.creds), lim, o.queueSize))
 		}
 		g.creds = append(g.creds, c)
 	}
@@ -123,6 +143,12 @@ func New(opts ...Option) (*Runtime, error) {
 		}
 	}
 	return rt, nil
+}
+
+// endpoint names the endpoint a credential calls: its provider id and base
+// URL. Learn-once state belongs to it, not to a key.
+func endpoint(cfg providers.Config) string {
+	return cfg.ID + " " + strings.TrimRight(cfg.BaseURL, "/")
 }
 
 // observe counts attempts.
@@ -467,13 +493,13 @@ func (rt *Runtime) Stats() []Stats {
 		for _, c := range rt.groups[id].creds {
 			s, err := c.ref.Stats(2 * time.Second)
 			if err != nil {
-				s = actors.Stats{Provider: id, RemainingReqs: -1, RemainingToks: -1}
+				s = actors.AdmissionStats{Provider: id, RemainingRequests: -1, RemainingTokens: -1}
 			}
 			st := Stats{
 				Provider: id, Credential: s.Credential, Queued: s.Queued, InFlight: s.InFlight,
 				Requests: s.Requests, Failed: s.Failed, RateLimited: c.rateLimited.Load(), Restarts: s.Restarts,
 				Attempts: c.attempts.Load(), Retries: c.retries.Load(),
-				RateLimit: s.RateLimit, RemainingRequests: s.RemainingReqs, RemainingTokens: s.RemainingToks, CooldownUntil: s.CooldownUntil,
+				RateLimit: s.RateLimit, RemainingRequests: s.RemainingRequests, RemainingTokens: s.RemainingTokens, CooldownUntil: s.CooldownUntil,
 			}
 			for _, f := range c.client.Learned().Flags() {
 				st.Learned = append(st.Learned, f.String())
@@ -526,5 +552,5 @@ func (rt *Runtime) shutdown() {
 			c.client.CloseIdleConnections()
 		}
 	}
-	rt.sys.Shutdown()
+	rt.sys.Release() // the system stays: other runtimes and managers may use it
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,9 +13,18 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/chorusrt/chorus/internal/actorkit"
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/store"
 )
+
+func init() {
+	// A cluster node's Manager spawns its sessions into the node's actor
+	// system.
+	actorkit.SetSessionHook(func(opt any, s *actorkit.System) (any, error) {
+		return newManager(opt.(Options), s)
+	})
+}
 
 // Defaults of Options.
 const (
@@ -111,13 +119,13 @@ type Manager struct {
 	tools   map[string]*Tool
 	defs    []llm.Tool
 	log     *slog.Logger
+	kit     *actorkit.System // the system the sessions' actors run in
 	sys     *actor.ActorSystem
 	base    context.Context // ends when Close gives up waiting
 	cancel  context.CancelFunc
 	work    sync.WaitGroup // model and tool goroutines
 	subs    sync.WaitGroup // event subscriptions
 	closing atomic.Bool
-	nextBox atomic.Uint64
 
 	mu     sync.Mutex
 	actors map[string]*entry
@@ -150,8 +158,12 @@ func (e *entry) getErr() error {
 
 // New returns a Manager. It starts no session: sessions are activated by
 // the first call naming them, and Recover resumes those a crash
-// interrupted.
-func New(opt Options) (*Manager, error) {
+// interrupted. Their actors run in the process's shared actor system.
+func New(opt Options) (*Manager, error) { return newManager(opt, nil) }
+
+// newManager returns a Manager whose actors run in kit (nil: the shared
+// system).
+func newManager(opt Options, kit *actorkit.System) (*Manager, error) {
 	if opt.Journal == nil {
 		return nil, &llm.ConfigError{Field: "Journal", Msg: "is nil"}
 	}
@@ -235,14 +247,10 @@ func New(opt Options) (*Manager, error) {
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
-	pl := m.log.With(slog.String("component", "protoactor"))
-	m.sys = actor.NewActorSystem(
-		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return pl }),
-		actor.WithDeadLetterThrottleCount(0),
-		// A dead letter (a late report to a stopped session) starts a
-		// throttle timer goroutine; keep it short-lived.
-		actor.WithDeadLetterThrottleInterval(time.Millisecond),
-	)
+	if kit == nil {
+		kit = actorkit.Shared(opt.Logger)
+	}
+	m.kit, m.sys = kit, kit.Sys
 	m.base, m.cancel = context.WithCancel(context.Background())
 	return m, nil
 }
@@ -364,22 +372,6 @@ func (m *Manager) actorFor(id string) (*entry, error) {
 	return e, nil
 }
 
-// replyBox is a process that hands an actor's reply to a Go channel, so a
-// caller can also watch its context.
-type replyBox struct{ ch chan any }
-
-func (b *replyBox) SendUserMessage(_ *actor.PID, msg any) {
-	if env, ok := msg.(*actor.MessageEnvelope); ok {
-		msg = env.Message
-	}
-	select {
-	case b.ch <- msg:
-	default:
-	}
-}
-func (b *replyBox) SendSystemMessage(*actor.PID, any) {}
-func (b *replyBox) Stop(*actor.PID)                   {}
-
 // reply is every actor answer.
 type reply struct {
 	v   any
@@ -423,37 +415,21 @@ var (
 	errRestarted    = errors.New("session: actor restarted")
 )
 
+// ask sends msg to the session's actor and waits for its reply. A reply
+// sent before the actor stopped wins over its stop; otherwise, since every
+// request is answered when it is handled (waiters too, when the actor
+// stops), a request the stopped actor did not answer was not handled.
 func (m *Manager) ask(ctx context.Context, e *entry, msg any) (any, error) {
-	box := &replyBox{ch: make(chan any, 1)}
-	pid, _ := m.sys.ProcessRegistry.Add(box, "session-reply-"+strconv.FormatUint(m.nextBox.Add(1), 36))
-	defer m.sys.ProcessRegistry.Remove(pid)
-	m.sys.Root.RequestWithCustomSender(e.pid, msg, pid)
-	select {
-	case r := <-box.ch:
-		return answer(r)
-	case <-e.stopped:
-		// A reply sent before the actor stopped wins.
-		select {
-		case r := <-box.ch:
-			return answer(r)
-		default:
-		}
-		// Every request is answered when it is handled (waiters too, when
-		// the actor stops), so this one was not handled.
+	r, err := actorkit.Ask[reply](ctx, m.sys, e.pid, msg, actorkit.AskOptions{Until: e.stopped})
+	switch {
+	case errors.Is(err, actorkit.ErrStopped), errors.Is(err, actorkit.ErrNotDelivered):
 		return nil, errNotDelivered
-	case <-ctx.Done():
+	case err != nil && ctx.Err() != nil:
 		return nil, ctx.Err()
+	case err != nil:
+		return nil, fmt.Errorf("session: %w", err)
 	}
-}
-
-func answer(r any) (any, error) {
-	switch rp := r.(type) {
-	case reply:
-		return rp.v, rp.err
-	case *actor.DeadLetterResponse:
-		return nil, errNotDelivered
-	}
-	return nil, fmt.Errorf("session: unexpected reply %T", r)
+	return r.v, r.err
 }
 
 // Send gives the session a user message, durably: on a nil return it is
@@ -663,7 +639,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	}
 	m.mu.Unlock()
 	m.subs.Wait()
-	m.sys.Shutdown()
+	m.kit.Release() // the system stays: runtimes and other managers may use it
 	return firstErr
 }
 
