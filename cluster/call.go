@@ -15,7 +15,8 @@ import (
 
 // Embed runs an embeddings request on a member of the cluster (round
 // robin) and returns its result. A call whose member is lost runs again on
-// another (an embedding is a read), up to 3 times.
+// another (an embedding is a read), up to 3 times. Cancelling ctx cancels
+// the call on its member too.
 func (n *Node) Embed(ctx context.Context, req *llm.EmbedRequest) (*llm.EmbedResult, error) {
 	if req == nil {
 		return nil, &llm.ConfigError{Field: "request", Msg: "is nil"}
@@ -36,7 +37,8 @@ func (n *Node) Embed(ctx context.Context, req *llm.EmbedRequest) (*llm.EmbedResu
 }
 
 // call runs one whole-answer call on a member, moving to another when the
-// member is lost before it answers.
+// member is lost before it answers. When ctx ends first, the member is
+// told to cancel the call (CallCancel).
 func (n *Node) call(ctx context.Context, op string, body []byte) ([]byte, error) {
 	ctx, release := n.bound(ctx)
 	defer release()
@@ -49,11 +51,15 @@ func (n *Node) call(ctx context.Context, op string, body []byte) ([]byte, error)
 			}
 			continue
 		}
-		r, err := ask(ctx, n.sys, target, &clusterpb.CallRequest{Op: op, RequestJson: body})
+		id := randUint64()
+		r, err := ask(ctx, n.sys, target, &clusterpb.CallRequest{Op: op, RequestJson: body, Call: id})
 		switch {
 		case errors.Is(err, ErrNodeLost):
 			lastErr = err
 			continue
+		case err != nil && ctx.Err() != nil:
+			send(n.sys, target, &clusterpb.CallCancel{Call: id})
+			return nil, err
 		case err != nil:
 			return nil, err
 		}
@@ -67,7 +73,8 @@ func (n *Node) call(ctx context.Context, op string, body []byte) ([]byte, error)
 }
 
 // serveCall runs a whole-answer call for another node, off the worker's
-// mailbox, and answers its sender.
+// mailbox, and answers its sender. The call runs until it ends, the node
+// closes, or the caller cancels it (cancelCall).
 func (n *Node) serveCall(c actor.Context, m *clusterpb.CallRequest) {
 	sender, sys := c.Sender(), c.ActorSystem()
 	if sender == nil {
@@ -88,8 +95,25 @@ func (n *Node) serveCall(c actor.Context, m *clusterpb.CallRequest) {
 		answer(nil, ErrClosed)
 		return
 	}
+	ctx, cancel := context.WithCancel(n.base)
+	if m.Call != 0 {
+		n.callsMu.Lock()
+		if n.calls == nil {
+			n.calls = map[uint64]context.CancelFunc{}
+		}
+		n.calls[m.Call] = cancel
+		n.callsMu.Unlock()
+	}
 	go func() {
 		defer n.wg.Done()
+		defer func() {
+			if m.Call != 0 {
+				n.callsMu.Lock()
+				delete(n.calls, m.Call)
+				n.callsMu.Unlock()
+			}
+			cancel()
+		}()
 		switch m.Op {
 		case "embed":
 			var req llm.EmbedRequest
@@ -97,10 +121,22 @@ func (n *Node) serveCall(c actor.Context, m *clusterpb.CallRequest) {
 				answer(nil, &llm.ConfigError{Field: "request", Msg: "undecodable: " + err.Error()})
 				return
 			}
-			res, err := n.rt.Embed(n.base, &req)
+			res, err := n.rt.Embed(ctx, &req)
 			answer(res, err)
 		default:
 			answer(nil, &llm.ConfigError{Field: "op", Msg: fmt.Sprintf("unknown call %q", m.Op)})
 		}
 	}()
+}
+
+// cancelCall cancels a call serveCall runs, at its caller's request. The
+// request arrives after the call's own (one sender, one receiver: in
+// order), so a call still running is found.
+func (n *Node) cancelCall(m *clusterpb.CallCancel) {
+	n.callsMu.Lock()
+	cancel := n.calls[m.Call]
+	n.callsMu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
 }

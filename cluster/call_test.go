@@ -3,11 +3,18 @@ package cluster
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/llmtest"
+	"github.com/chorusrt/chorus/providers"
+	"github.com/chorusrt/chorus/runtime"
 )
 
 // Embeddings run on the members, from a client too, and their errors
@@ -47,5 +54,71 @@ func TestRemoteEmbed(t *testing.T) {
 	}
 	if _, err := client.Embed(ctx, nil); err == nil {
 		t.Fatal("a nil request was sent")
+	}
+}
+
+// Cancelling a remote embed cancels it on its member: the member's
+// provider request ends at once (the provider sees its request's context
+// done), not when the provider answers.
+func TestRemoteEmbedCancelReachesTheMember(t *testing.T) {
+	srv := llmtest.NewServer()
+	defer srv.Close()
+	srv.Push(llmtest.Fail(llmtest.Fault{Kind: llmtest.FaultStall, Stall: time.Minute}))
+	// In front of the fake provider, a proxy that reports when an
+	// embeddings request starts and when its context ends.
+	started, ended := make(chan struct{}, 1), make(chan struct{}, 1)
+	u, _ := url.Parse(srv.URL)
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/embeddings") {
+			notify(started)
+			go func() { <-r.Context().Done(); notify(ended) }()
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	addrs := freeAddrs(t, 2)
+	members := joinAll(t, "embed-cancel", addrs[:1], func(i int, c *Config) {
+		c.Runtime = append(c.Runtime, runtime.WithProvider(providers.Config{ID: "fake", Format: providers.FormatOpenAI, BaseURL: front.URL + "/v1", APIKey: "sk-test"}))
+	})
+	client, err := Join(context.Background(), Config{Name: "embed-cancel", Bind: addrs[1], Peers: addrs[:1], Client: true, RefreshInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll(t, append(members, client))
+	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer wcancel()
+	if err := client.WaitMembers(wctx, 1); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := client.Embed(ctx, &llm.EmbedRequest{Model: "fake/e", Inputs: []string{"a"}})
+		errc <- err
+	}()
+	select {
+	case <-started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the member's provider request never started")
+	}
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled embed: %v", err)
+	}
+	select {
+	case <-ended:
+	case <-time.After(3 * time.Second):
+		t.Fatal("the member's provider request still runs after the caller cancelled")
+	}
+}
+
+// notify notes an event on ch without waiting.
+func notify(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
 	}
 }

@@ -95,8 +95,8 @@
 // a lost member is ErrNodeLost: retried on another member before the first
 // event, returned with the partial result after it. Node.Chat, which
 // delivers nothing before the end, runs a call whose member was lost again,
-// as Node.Embed does (a call the caller abandons still finishes on its
-// member, and its answer is dropped).
+// as Node.Embed does; cancelling an embed's context cancels it on its
+// member too (CallCancel), ending the provider request there.
 //
 // # Guarantees as tested
 //

@@ -86,6 +86,11 @@ type Node struct {
 	streamID atomic.Uint64
 	rr       atomic.Uint64
 
+	// calls are the whole-answer calls served here, by call id, for the
+	// callers' CallCancel.
+	callsMu sync.Mutex
+	calls   map[uint64]context.CancelFunc
+
 	// members is the live membership, copied from each ClusterTopology
 	// event as Proto.Actor publishes it (its own member list is read
 	// without a lock and races with its updates).

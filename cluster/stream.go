@@ -329,8 +329,12 @@ func partial(rb *llm.ResultBuilder, emitted bool) *llm.ChatResult {
 type workerActor struct{ n *Node }
 
 func (a *workerActor) Receive(c actor.Context) {
-	if call, ok := c.Message().(*clusterpb.CallRequest); ok {
-		a.n.serveCall(c, call)
+	switch m := c.Message().(type) {
+	case *clusterpb.CallRequest:
+		a.n.serveCall(c, m)
+		return
+	case *clusterpb.CallCancel:
+		a.n.cancelCall(m)
 		return
 	}
 	m, ok := c.Message().(*clusterpb.StreamOpen)
