@@ -12,7 +12,7 @@ import (
 	"github.com/chorusrt/chorus/providers/internal/wire"
 )
 
-// LearnFlag is one fact a credential learned about its provider.
+// LearnFlag is one fact learned about a provider endpoint.
 type LearnFlag uint32
 
 // Learn-once flags. Each is set at most once and never cleared.
@@ -65,10 +65,13 @@ func (f LearnFlag) String() string {
 	return "unknown"
 }
 
-// Learned is a credential's learn-once state: monotonic, safe for
-// concurrent use, shared by every caller of the credential. It is a plain
-// value outside any actor so that it survives a supervised restart; pass the
-// same *Learned to every Client of the credential with WithLearned.
+// Learned is an endpoint's learn-once state (invariant 6: per provider id
+// and base URL, per model where the lesson is): monotonic, safe for
+// concurrent use, shared by every caller and every credential of the
+// endpoint. It is a plain value outside any actor so that it survives a
+// supervised restart; pass the same *Learned to every Client of the
+// endpoint with WithLearned (the runtime does). A Client given none keeps
+// its own.
 type Learned struct {
 	bits atomic.Uint32
 
@@ -180,7 +183,7 @@ type LearnEvent struct {
 	Provider string
 	Flag     LearnFlag
 	// Model is the model a per-model fact (LearnResponsesAPI,
-	// LearnNoEncryptedReasoning) is about; empty for credential-wide flags.
+	// LearnNoEncryptedReasoning) is about; empty for endpoint-wide flags.
 	Model string
 	// Reason is the provider's message that taught it (key-redacted).
 	Reason string

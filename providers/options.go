@@ -43,8 +43,9 @@ func WithStreamBuffer(n int) Option {
 	}
 }
 
-// WithLearned shares learn-once state between Clients of one credential,
-// or keeps it across the Client's replacement (an actor restart).
+// WithLearned shares learn-once state between the Clients of one endpoint
+// (provider id and base URL), whichever key each holds, or keeps it across
+// a Client's replacement (an actor restart).
 func WithLearned(l *Learned) Option {
 	return func(c *Client) {
 		if l != nil {
