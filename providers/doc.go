@@ -46,9 +46,11 @@
 //   - A stream that ends without the format's completion signal is
 //     llm.ErrPrematureClose; one that sends nothing, keepalives included,
 //     for the idle timeout is llm.ErrIdleTimeout.
-//   - Learn-once state (Learned) is per credential, monotonic and shared by
-//     every caller; a rejection teaches a flag only when the request really
-//     carried the rejected parameter.
+//   - Learn-once state (Learned) is per endpoint (provider id and base URL;
+//     per model where the lesson is), monotonic and shared by every caller
+//     and every credential of the endpoint that is given it; a rejection
+//     teaches a flag only when the request really carried the rejected
+//     parameter.
 //   - Keys are Secrets: no String, error, log line or event shows them, and
 //     provider messages that echo a key are redacted.
 //
