@@ -363,7 +363,7 @@ func partBlock(p *llm.Part, f string) (block, error) {
 			if p.MIMEType == "" {
 				return block{}, &llm.ConfigError{Field: f + ".mime_type", Msg: "an inline image needs its MIME type"}
 			}
-			return block{Type: "image", Source: &source{Type: "base64", MediaType: p.MIMEType, Data: base64.StdEncoding.EncodeToString(p.Data)}}, nil
+			return block{Type: "image", Source: &source{Type: "base64", MediaType: wire.MIMEType(p.MIMEType), Data: base64.StdEncoding.EncodeToString(p.Data)}}, nil
 		}
 		if p.URL != "" {
 			return block{Type: "image", Source: &source{Type: "url", URL: p.URL}}, nil

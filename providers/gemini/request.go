@@ -366,17 +366,17 @@ func mediaOrText(p *llm.Part, field string) (*part, error) {
 			if p.MIMEType == "" {
 				return nil, &llm.ConfigError{Field: field + ".mime_type", Msg: "inline image needs a MIME type"}
 			}
-			return &part{InlineData: &blob{MimeType: p.MIMEType, Data: p.Data}}, nil
+			return &part{InlineData: &blob{MimeType: wire.MIMEType(p.MIMEType), Data: p.Data}}, nil
 		}
 		if p.URL != "" {
-			return &part{FileData: &fileData{MimeType: p.MIMEType, FileURI: p.URL}}, nil
+			return &part{FileData: &fileData{MimeType: wire.MIMEType(p.MIMEType), FileURI: p.URL}}, nil
 		}
 		return nil, &llm.ConfigError{Field: field, Msg: "image needs data or a URL"}
 	case llm.PartDocument:
 		if len(p.Data) == 0 {
 			return nil, &llm.ConfigError{Field: field, Msg: "document needs inline data"}
 		}
-		mime := p.MIMEType
+		mime := wire.MIMEType(p.MIMEType)
 		if mime == "" {
 			mime = "application/pdf"
 		}

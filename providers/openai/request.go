@@ -474,7 +474,7 @@ func mediaURL(p *llm.Part, f string) (string, error) {
 		if p.MIMEType == "" {
 			return "", &llm.ConfigError{Field: f + ".mime_type", Msg: "an inline image needs its MIME type"}
 		}
-		return dataURL(p.MIMEType, p.Data), nil
+		return dataURL(wire.MIMEType(p.MIMEType), p.Data), nil
 	}
 	if p.URL == "" {
 		return "", &llm.ConfigError{Field: f, Msg: "image needs data or a URL"}
