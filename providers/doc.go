@@ -51,6 +51,11 @@
 //     and every credential of the endpoint that is given it; a rejection
 //     teaches a flag only when the request really carried the rejected
 //     parameter.
+//   - Media MIME types are sent lower-cased and trimmed on every format
+//     (data URLs, media_type, mimeType), whatever case the Part gave.
+//   - A refusal is content_filter: an answer carrying refusal text
+//     (ChatResult.Refusal) that ends normally finishes content_filter, as
+//     do Anthropic's refusal stop reason and Gemini's safety family.
 //   - Keys are Secrets: no String, error, log line or event shows them, and
 //     provider messages that echo a key are redacted.
 //
