@@ -16,7 +16,9 @@ import (
 func TestSafetyFinishBufferedAndStreamed(t *testing.T) {
 	text := `{"candidates":[{"content":{"role":"model","parts":[{"text":"Sure, "}]}}]}`
 	call := `{"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":"f","args":{}}}]}}]}`
-	fin := func(r string) string { return `{"candidates":[{"content":{"role":"model","parts":[]},"finishReason":"` + r + `"}]}` }
+	fin := func(r string) string {
+		return `{"candidates":[{"content":{"role":"model","parts":[]},"finishReason":"` + r + `"}]}`
+	}
 	for _, reason := range []string{"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY", "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION"} {
 		for name, chunks := range map[string][]string{
 			"with text":  {text, fin(reason)},
