@@ -2,11 +2,11 @@ package providers
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/chorusrt/chorus/internal/testkit/faultmatrix"
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/llmtest"
 )
@@ -49,15 +49,8 @@ func collect(s *llm.Stream) ([]llm.Event, error) {
 	return evs, nil
 }
 
-func textOf(evs []llm.Event) string {
-	var b strings.Builder
-	for _, ev := range evs {
-		if ev.Type == llm.EventText {
-			b.WriteString(ev.Text)
-		}
-	}
-	return b.String()
-}
+// textOf is the text the events carried.
+var textOf = faultmatrix.TextOf
 
 // attempts records attempt events.
 type attempts struct {

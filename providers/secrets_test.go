@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chorusrt/chorus/internal/testkit/faultmatrix"
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/llmtest"
 )
@@ -76,22 +77,22 @@ type secretFault struct {
 }
 
 func secretFaults() []secretFault {
-	k := string(testKey)
+	k := faultmatrix.Key
 	f := func(fl llmtest.Fault) llmtest.Step { return llmtest.Step{Fault: &fl} }
 	return []secretFault{
 		// The key in the message, the code and the type of a final error.
-		{"401-echo", []llmtest.Step{f(llmtest.Fault{Kind: llmtest.FaultStatus, Status: 401, Code: "invalid_api_key " + k, Type: k, Message: keyEcho})}, true},
+		{"401-echo", []llmtest.Step{f(llmtest.Fault{Kind: llmtest.FaultStatus, Status: 401, Code: "invalid_api_key " + k, Type: k, Message: faultmatrix.KeyEcho})}, true},
 		// A retried error: the key shows in the first attempt's event.
-		{"429-echo-then-ok", []llmtest.Step{f(llmtest.Fault{Kind: llmtest.FaultStatus, Status: 429, RetryAfter: 5 * time.Millisecond, Code: k, Message: keyEcho})}, true},
+		{"429-echo-then-ok", []llmtest.Step{f(llmtest.Fault{Kind: llmtest.FaultStatus, Status: 429, RetryAfter: 5 * time.Millisecond, Code: k, Message: faultmatrix.KeyEcho})}, true},
 		// A rejection that teaches a flag: the learn event and the log line.
 		{"400-learn-echo", []llmtest.Step{f(llmtest.Fault{Kind: llmtest.FaultStatus, Status: 400,
-			Message: "Unsupported parameter: 'temperature' is not supported with this model. " + keyEcho})}, true},
+			Message: "Unsupported parameter: 'temperature' is not supported with this model. " + faultmatrix.KeyEcho})}, true},
 		// A rejection that moves the model to the Responses API (OpenAI chat).
 		{"404-route-echo", []llmtest.Step{f(llmtest.Fault{Kind: llmtest.FaultStatus, Status: 404,
-			Message: "This model is only supported in v1/responses and not in v1/chat/completions. " + keyEcho})}, true},
+			Message: "This model is only supported in v1/responses and not in v1/chat/completions. " + faultmatrix.KeyEcho})}, true},
 		// An error event inside a 200 stream after output (a 200 error body
 		// for buffered calls), with the key in every field.
-		{"in-stream-echo", []llmtest.Step{f(llmtest.Fault{Kind: llmtest.FaultInStreamError, After: 2, Status: 400, Code: k, Type: k, Message: keyEcho})}, false},
+		{"in-stream-echo", []llmtest.Step{f(llmtest.Fault{Kind: llmtest.FaultInStreamError, After: 2, Status: 400, Code: k, Type: k, Message: faultmatrix.KeyEcho})}, false},
 		// A transport failure: its text carries the URL, never the key.
 		{"reset", []llmtest.Step{f(llmtest.Fault{Kind: llmtest.FaultResetMidStream, After: 1})}, false},
 	}
@@ -104,21 +105,21 @@ func secretFaults() []secretFault {
 // into one buffer), every attempt, learn and stream event, and scans all of
 // it for the key and for its last 8 characters.
 func TestSecretsNeverLeak(t *testing.T) {
-	var rec mxRecorder
-	jsonLog := rec.logger()
+	var rec faultmatrix.Recorder
+	jsonLog := rec.Logger()
 	textLog := slog.New(slog.NewTextHandler(&rec, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	var outputs []string
 	calls, supported, redactedSeen := 0, 0, 0
-	for _, f := range mxFormats {
+	for _, f := range faultmatrix.Formats {
 		for _, e := range secretEntries() {
 			for _, fault := range secretFaults() {
 				srv := llmtest.NewServer()
 				srv.Push(fault.steps...)
-				cfg := f.cfg(srv)
+				cfg := mxConfig(f, srv)
 				hc := NewHTTPClient()
-				before := len(rec.texts())
+				before := len(rec.Texts())
 				c, err := New(cfg, WithHTTPClient(hc), WithRetryPolicy(mxRetry), WithTimeout(5*time.Second), WithIdleTimeout(time.Second),
-					WithAttemptObserver(rec.observe), WithLearnObserver(rec.learn), WithLogger(jsonLog))
+					WithAttemptObserver(func(ev AttemptEvent) { rec.Attempt(ev, ev.Err) }), WithLearnObserver(func(ev LearnEvent) { rec.Learned(ev) }), WithLogger(jsonLog))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -126,7 +127,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 				results, evs, err := e.call(ctx, c)
 				cancel()
 				calls++
-				where := f.name + "/" + e.name + "/" + fault.name
+				where := f.Name + "/" + e.name + "/" + fault.name
 
 				// Everything the call produced, printed every way a program would.
 				var mine []string
@@ -151,7 +152,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 				for _, l := range []*slog.Logger{jsonLog, textLog} {
 					l.Error("call failed", "where", where, "err", err, "config", cfg, "client", c, "key", cfg.APIKey)
 				}
-				mine = append(mine, rec.texts()[before:]...)
+				mine = append(mine, rec.Texts()[before:]...)
 				outputs = append(outputs, mine...)
 
 				if !errors.Is(err, llm.ErrUnsupported) {
@@ -169,11 +170,11 @@ func TestSecretsNeverLeak(t *testing.T) {
 					}
 				}
 				for _, r := range srv.Requests() {
-					if !strings.Contains(r.Header.Get("Authorization")+r.Header.Get("X-Api-Key")+r.Header.Get("X-Goog-Api-Key"), string(testKey)) {
+					if !strings.Contains(r.Header.Get("Authorization")+r.Header.Get("X-Api-Key")+r.Header.Get("X-Goog-Api-Key"), faultmatrix.Key) {
 						t.Errorf("%s: a request reached the server without the key in its auth header", where)
 					}
 				}
-				if l := leaks(string(testKey), mine); len(l) > 0 {
+				if l := faultmatrix.Leaks(faultmatrix.Key, mine); len(l) > 0 {
 					t.Errorf("%s: the key leaked into %d outputs, e.g. %q", where, len(l), l[0])
 				}
 				c.CloseIdleConnections()
@@ -181,16 +182,16 @@ func TestSecretsNeverLeak(t *testing.T) {
 			}
 		}
 	}
-	outputs = append(outputs, rec.texts()...)
-	if l := leaks(string(testKey), outputs); len(l) > 0 {
+	outputs = append(outputs, rec.Texts()...)
+	if l := faultmatrix.Leaks(faultmatrix.Key, outputs); len(l) > 0 {
 		t.Errorf("the key leaked into %d outputs", len(l))
 	}
 	// The scan must have had something to find: many echoes went through.
-	if redactedSeen < 40 || len(rec.learned) == 0 {
-		t.Fatalf("only %d redacted echoes and %d learn events: the faults did not exercise redaction", redactedSeen, len(rec.learned))
+	if redactedSeen < 40 || rec.LearnEvents() == 0 {
+		t.Fatalf("only %d redacted echoes and %d learn events: the faults did not exercise redaction", redactedSeen, rec.LearnEvents())
 	}
 	t.Logf("secrets: %d calls (%d on supported entry points), %d outputs scanned, %d redacted echoes, %d learn events",
-		calls, supported, len(outputs), redactedSeen, len(rec.learned))
+		calls, supported, len(outputs), redactedSeen, rec.LearnEvents())
 }
 
 // boundaryCase is a request the boundary must refuse: a *llm.ConfigError
@@ -306,8 +307,8 @@ func runBoundaryCases(t *testing.T, cases []boundaryCase) {
 	srv := llmtest.NewServer()
 	defer srv.Close()
 	checked := 0
-	for _, f := range mxFormats {
-		c, err := New(f.cfg(srv), WithRetryPolicy(RetryPolicy{MaxAttempts: 1}), WithTimeout(2*time.Second))
+	for _, f := range faultmatrix.Formats {
+		c, err := New(mxConfig(f, srv), WithRetryPolicy(RetryPolicy{MaxAttempts: 1}), WithTimeout(2*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -319,7 +320,7 @@ func runBoundaryCases(t *testing.T, cases []boundaryCase) {
 			checked++
 			var ce *llm.ConfigError
 			if !errors.As(err, &ce) || ce.Field != field {
-				t.Errorf("%s/%s: got %T %v, want *llm.ConfigError on %q", f.name, where, err, err, field)
+				t.Errorf("%s/%s: got %T %v, want *llm.ConfigError on %q", f.Name, where, err, err, field)
 			}
 		}
 		ctx := ctxT(t)
@@ -333,13 +334,13 @@ func runBoundaryCases(t *testing.T, cases []boundaryCase) {
 			s, err := c.Stream(ctx, bc.chat)
 			if s != nil {
 				s.Close()
-				t.Errorf("%s/stream/%s: a stream was started", f.name, bc.name)
+				t.Errorf("%s/stream/%s: a stream was started", f.Name, bc.name)
 			}
 			check("stream/"+bc.name, bc.field, err)
 			var res *llm.ChatResult
 			res, err = c.StreamTo(ctx, bc.chat, func(llm.Event) bool { return true })
 			if res != nil {
-				t.Errorf("%s/stream_to/%s: a result came back", f.name, bc.name)
+				t.Errorf("%s/stream_to/%s: a result came back", f.Name, bc.name)
 			}
 			check("stream_to/"+bc.name, bc.field, err)
 			_, err = c.CountTokens(ctx, bc.chat)
@@ -350,7 +351,7 @@ func runBoundaryCases(t *testing.T, cases []boundaryCase) {
 	if n := srv.Count(); n != 0 {
 		t.Fatalf("%d requests reached the server; a refused request must cost none", n)
 	}
-	if checked < len(cases)*len(mxFormats) {
+	if checked < len(cases)*len(faultmatrix.Formats) {
 		t.Fatalf("only %d checks ran", checked)
 	}
 }
