@@ -4,7 +4,7 @@ TEST_TIMEOUT ?= 900s
 FUZZTIME     ?= 10m
 PKGS         ?= ./...
 
-.PHONY: test vet race race-cluster conformance bench gobench fuzz lint e2e proto proto-check
+.PHONY: test vet race race-cluster conformance bench bench-check gobench fuzz lint e2e proto proto-check
 
 test: vet race race-cluster conformance
 
@@ -39,6 +39,11 @@ conformance:
 # make bench: the peer comparison and soak (bench/, its own module) -> bench/RESULTS.md, bench/ratios.png
 bench:
 	cd bench && $(GO) run ./cmd/benchrun -out RESULTS.md
+
+# make bench-check: the bench module (its own go.mod) vetted and its tests run
+# in short mode (scenarios on tiny sizes, no peer run, no report). CI runs it.
+bench-check:
+	cd bench && $(GO) vet ./... && $(GO) test -short -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 # make gobench: the Go benchmarks of the hot path in this module's packages.
 gobench:
