@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,12 +9,10 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/chorusrt/chorus/batch"
 	"github.com/chorusrt/chorus/cluster"
-	"github.com/chorusrt/chorus/llm"
-	"github.com/chorusrt/chorus/pipeline"
 	"github.com/chorusrt/chorus/runtime"
 )
 
@@ -106,66 +101,6 @@ func sameFile(a, b string) bool {
 	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
 }
 
-// jobKind is what an input line asks for.
-type jobKind uint8
-
-const (
-	jobBad jobKind = iota
-	jobChat
-	jobEmbed
-)
-
-// job is one input line.
-type job struct {
-	line     int
-	customID string
-	kind     jobKind
-	model    string // as named: provider/model or an alias
-	chat     *llm.ChatRequest
-	embed    *llm.EmbedRequest
-	b64      bool
-	err      error // jobBad: what is wrong with the line
-}
-
-// result is one finished job.
-type result struct {
-	job       *job
-	out       []byte // the output line; nil when nothing is written
-	failed    bool
-	cancelled bool
-	usage     llm.Usage
-	err       error
-	start     time.Time
-	end       time.Time
-}
-
-// modelStat is one row of the summary.
-type modelStat struct {
-	requests, failed int
-	tokens           int64
-	first, last      time.Time
-}
-
-// batchRun is one chorus batch.
-type batchRun struct {
-	e     env
-	o     *batchOpts
-	st    *stack
-	prog  *progress
-	dflt  map[bool]defaultPick
-	dmu   sync.Mutex
-	start time.Time
-	// chat and embed run a line: on the local runtime, or on the
-	// cluster's members.
-	chat  func(context.Context, *llm.ChatRequest) (*llm.ChatResult, error)
-	embed func(context.Context, *llm.EmbedRequest) (*llm.EmbedResult, error)
-}
-
-type defaultPick struct {
-	model, why string
-	err        error
-}
-
 func cmdBatch(ctx context.Context, e env, args []string) int {
 	o, err := parseBatchFlags(e, args)
 	if errors.Is(err, flag.ErrHelp) {
@@ -202,7 +137,7 @@ func runBatch(ctx context.Context, e env, o *batchOpts) int {
 			return fail("-i: %v", err)
 		}
 		defer f.Close()
-		if total, err = countLines(f); err != nil {
+		if total, err = batch.CountLines(f); err != nil {
 			return fail("-i %s: %v", o.in, err)
 		}
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
@@ -224,20 +159,31 @@ func runBatch(ctx context.Context, e env, o *batchOpts) int {
 			}
 		}
 	}
-	out, rs, err := openOutput(o.out, o.resume, o.overwrite)
+	mode := batch.Create
+	switch {
+	case o.resume:
+		mode = batch.Resume
+	case o.overwrite:
+		mode = batch.Overwrite
+	}
+	out, err := batch.OpenOutput(o.out, mode)
+	if errors.Is(err, batch.ErrOutputExists) {
+		return fail("-o %s %v: pass --resume to finish it, or --overwrite to start again", o.out, batch.ErrOutputExists)
+	}
 	if err != nil {
-		return fail("%v", err)
+		return fail("-o %v", err)
 	}
-	if rs.cut > 0 {
-		fmt.Fprintf(e.stderr, "chorus batch: %s: cut an unterminated last line (%d bytes) left by an interrupted run\n", o.out, rs.cut)
+	if n := out.Cut(); n > 0 {
+		fmt.Fprintf(e.stderr, "chorus batch: %s: cut an unterminated last line (%d bytes) left by an interrupted run\n", o.out, n)
 	}
-	if o.resume && len(rs.done) > 0 {
-		fmt.Fprintf(e.stderr, "chorus batch: resuming: %d custom_id(s) already in %s are skipped\n", len(rs.done), o.out)
+	if n := out.DoneCount(); o.resume && n > 0 {
+		fmt.Fprintf(e.stderr, "chorus batch: resuming: %d custom_id(s) already in %s are skipped\n", n, o.out)
 	}
-	b := &batchRun{e: e, o: o, st: st, dflt: map[bool]defaultPick{}, start: time.Now(), chat: st.rt.Chat, embed: st.rt.Embed}
+	var runner batch.Runner = st.rt
 	if o.cluster != "" {
 		n, err := joinCluster(ctx, o)
 		if err != nil {
+			_ = out.Close()
 			return fail("--cluster %s: %v", o.cluster, err)
 		}
 		defer func() {
@@ -245,16 +191,99 @@ func runBatch(ctx context.Context, e env, o *batchOpts) int {
 			defer cancel()
 			_ = n.Close(cctx)
 		}()
-		b.chat, b.embed = n.Chat, n.Embed
+		runner = n
 		fmt.Fprintf(e.stderr, "chorus batch: lines go to cluster %q (%d members)\n", o.cluster, len(n.Members()))
 	}
-	b.prog = newProgress(e.stderr, e.stderrTTY, e.width, total)
-	code := b.run(ctx, in, out, rs)
-	if err := out.close(); err != nil {
+	prog := newProgress(e.stderr, e.stderrTTY, e.width, total)
+	job := batch.Job{
+		Input: in, InputName: o.in, Output: out, Runner: runner, Concurrency: o.concurrency,
+		DefaultModel: func(embed bool) (string, string, error) {
+			if embed && o.embedModel != "" {
+				return o.embedModel, "", nil
+			}
+			if !embed && o.model != "" {
+				return o.model, "", nil
+			}
+			return st.defaultModel(embed)
+		},
+		Observe: batchObserver(o, prog),
+	}
+	rep, runErr := batch.Run(ctx, job)
+	prog.finish()
+	code := reportBatch(e, o, st, rep, runErr)
+	if err := out.Close(); err != nil {
 		fmt.Fprintf(e.stderr, "chorus batch: %v\n", err)
 		code = max(code, 1)
 	}
 	return code
+}
+
+// batchObserver turns the job's events into the progress display and the
+// log lines above it (the first 20 bad lines, the default models).
+func batchObserver(o *batchOpts, prog *progress) func(batch.Event) {
+	bad := 0
+	return func(ev batch.Event) {
+		switch ev.Kind {
+		case batch.EventSkipped:
+			prog.skip()
+		case batch.EventDone:
+			prog.item(ev.Failed, ev.Tokens)
+		case batch.EventBadLine:
+			if bad++; bad <= 20 {
+				prog.logf("chorus batch: %s:%d: %v", o.in, ev.Line, ev.Err)
+			}
+		case batch.EventDefaultModel:
+			kind := "chat"
+			if ev.Embed {
+				kind = "embedding"
+			}
+			prog.logf("chorus batch: %s lines without a model use %s (%s)", kind, ev.Model, ev.Why)
+		case batch.EventInternal:
+			prog.item(true, 0)
+			prog.logf("chorus batch: internal error: %v", ev.Err)
+		}
+	}
+}
+
+// reportBatch prints the end of a batch (counts, the per-model summary,
+// what to do next) and returns the exit status.
+func reportBatch(e env, o *batchOpts, st *stack, rep *batch.Report, runErr error) int {
+	if rep == nil {
+		fmt.Fprintf(e.stderr, "chorus batch: %v\n", runErr)
+		return 2
+	}
+	fmt.Fprintf(e.stderr, "chorus batch: %s in %s: %d succeeded, %d failed",
+		map[bool]string{true: "interrupted", false: "finished"}[rep.Interrupted], rep.Elapsed.Round(time.Millisecond), rep.Succeeded, rep.Failed)
+	if len(rep.BadLines) > 0 {
+		lines := make([]int, len(rep.BadLines))
+		for i, b := range rep.BadLines {
+			lines[i] = b.Line
+		}
+		fmt.Fprintf(e.stderr, ", %d bad input line(s) (%s)", len(rep.BadLines), lineList(lines))
+	}
+	if rep.Skipped > 0 {
+		fmt.Fprintf(e.stderr, ", %d already done (skipped)", rep.Skipped)
+	}
+	fmt.Fprintln(e.stderr)
+	if len(rep.Models) > 0 {
+		batchSummary(e, st, rep.Models)
+	}
+	fmt.Fprintf(e.stderr, "chorus batch: wrote %d line(s) to %s\n", rep.Written, o.out)
+	var ie *batch.InputError
+	switch {
+	case errors.As(runErr, &ie):
+		fmt.Fprintf(e.stderr, "chorus batch: reading %s: %v; run again with --resume\n", o.in, ie.Err)
+		return 1
+	case runErr != nil:
+		fmt.Fprintf(e.stderr, "chorus batch: %v; run again with --resume\n", runErr)
+		return 1
+	case rep.Interrupted:
+		fmt.Fprintf(e.stderr, "chorus batch: %d item(s) in flight were not written; run again with --resume to finish\n", rep.Cancelled)
+		return 130
+	case rep.Failed > 0 || len(rep.BadLines) > 0:
+		return 1
+	}
+	return 0
 }
 
 // joinCluster joins o.cluster as a client and waits (up to 30s) for a
@@ -284,133 +313,6 @@ func joinCluster(ctx context.Context, o *batchOpts) (*cluster.Node, error) {
 	return n, nil
 }
 
-// countLines counts non-blank lines.
-func countLines(r io.Reader) (int, error) {
-	br := bufio.NewReaderSize(r, 1<<20)
-	n := 0
-	for {
-		line, err := br.ReadSlice('\n')
-		if len(bytes.TrimSpace(line)) > 0 && (err == nil || err == io.EOF || errors.Is(err, bufio.ErrBufferFull)) {
-			n++
-			for errors.Is(err, bufio.ErrBufferFull) { // a long line: skip its rest
-				_, err = br.ReadSlice('\n')
-			}
-		}
-		if err == io.EOF {
-			return n, nil
-		}
-		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
-			return 0, err
-		}
-	}
-}
-
-func (b *batchRun) run(ctx context.Context, in io.Reader, out *outFile, rs *resumeState) int {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	jobs := make(chan *job)
-	var readErr error
-	var readDone sync.WaitGroup
-	var skipped int
-	readDone.Add(1)
-	go func() {
-		defer readDone.Done()
-		defer close(jobs)
-		skipped, readErr = b.read(ctx, in, rs.done, jobs)
-	}()
-	items := pipeline.Map(ctx, jobs, func(ctx context.Context, j *job) (*result, llm.Usage, error) {
-		r := b.do(ctx, j)
-		return r, r.usage, nil
-	}, pipeline.BatchOptions{Concurrency: b.o.concurrency})
-
-	stats := map[string]*modelStat{}
-	var order []string
-	var badLines []int
-	written, succeeded, failed, cancelled := 0, 0, 0, 0
-	var writeErr error
-	for it := range items {
-		r := it.Value
-		if it.Err != nil || r == nil { // a panic in b.do: a bug, reported as such
-			failed++
-			b.prog.item(true, 0)
-			b.prog.logf("chorus batch: internal error: %v", it.Err)
-			continue
-		}
-		if r.cancelled {
-			cancelled++
-			continue
-		}
-		if r.out != nil && writeErr == nil {
-			if writeErr = out.write(r.out); writeErr != nil {
-				cancel()
-			} else {
-				written++
-			}
-		}
-		tokens := r.usage.TotalTokens()
-		b.prog.item(r.failed, tokens)
-		if r.job.kind == jobBad {
-			badLines = append(badLines, r.job.line)
-			if len(badLines) <= 20 {
-				b.prog.logf("chorus batch: %s:%d: %v", b.o.in, r.job.line, r.job.err)
-			}
-			continue
-		}
-		ms := stats[r.job.model]
-		if ms == nil {
-			ms = &modelStat{first: r.start}
-			stats[r.job.model] = ms
-			order = append(order, r.job.model)
-		}
-		ms.requests++
-		ms.tokens += int64(tokens)
-		if r.start.Before(ms.first) {
-			ms.first = r.start
-		}
-		if r.end.After(ms.last) {
-			ms.last = r.end
-		}
-		if r.failed {
-			ms.failed++
-			failed++
-		} else {
-			succeeded++
-		}
-	}
-	readDone.Wait()
-	b.prog.finish()
-
-	e := b.e
-	interrupted := ctx.Err() != nil && writeErr == nil
-	fmt.Fprintf(e.stderr, "chorus batch: %s in %s: %d succeeded, %d failed",
-		map[bool]string{true: "interrupted", false: "finished"}[interrupted], time.Since(b.start).Round(time.Millisecond), succeeded, failed)
-	if len(badLines) > 0 {
-		fmt.Fprintf(e.stderr, ", %d bad input line(s) (%s)", len(badLines), lineList(badLines))
-	}
-	if skipped > 0 {
-		fmt.Fprintf(e.stderr, ", %d already done (skipped)", skipped)
-	}
-	fmt.Fprintln(e.stderr)
-	if len(order) > 0 {
-		b.summary(order, stats)
-	}
-	fmt.Fprintf(e.stderr, "chorus batch: wrote %d line(s) to %s\n", written, b.o.out)
-	switch {
-	case writeErr != nil:
-		fmt.Fprintf(e.stderr, "chorus batch: %v; run again with --resume\n", writeErr)
-		return 1
-	case readErr != nil:
-		fmt.Fprintf(e.stderr, "chorus batch: reading %s: %v; run again with --resume\n", b.o.in, readErr)
-		return 1
-	case interrupted:
-		fmt.Fprintf(e.stderr, "chorus batch: %d item(s) in flight were not written; run again with --resume to finish\n", cancelled)
-		return 130
-	case failed > 0 || len(badLines) > 0:
-		return 1
-	}
-	return 0
-}
-
 // lineList prints line numbers, the first few only.
 func lineList(lines []int) string {
 	slices.Sort(lines)
@@ -425,202 +327,23 @@ func lineList(lines []int) string {
 	return strings.Join(parts, ", ")
 }
 
-// summary prints the per-model table.
-func (b *batchRun) summary(order []string, stats map[string]*modelStat) {
-	aliases := b.st.rt.Aliases()
+// batchSummary prints the per-model table: the job's counts plus the
+// retries and 429s the attempt observer saw.
+func batchSummary(e env, st *stack, models []batch.ModelSummary) {
+	aliases := st.rt.Aliases()
 	w := len("model")
-	for _, m := range order {
-		w = max(w, len(m))
+	for _, m := range models {
+		w = max(w, len(m.Model))
 	}
-	fmt.Fprintf(b.e.stderr, "  %-*s %9s %7s %10s %8s %6s %9s\n", w, "model", "requests", "failed", "tokens", "retries", "429s", "wall")
-	for _, m := range order {
-		s := stats[m]
-		names := []string{m}
-		if t, ok := aliases[m]; ok {
+	fmt.Fprintf(e.stderr, "  %-*s %9s %7s %10s %8s %6s %9s\n", w, "model", "requests", "failed", "tokens", "retries", "429s", "wall")
+	for _, s := range models {
+		names := []string{s.Model}
+		if t, ok := aliases[s.Model]; ok {
 			names = t
 		}
-		a := b.st.attempts.of(names...)
-		retries := max(a.attempts-int64(s.requests), 0)
-		fmt.Fprintf(b.e.stderr, "  %-*s %9d %7d %10d %8d %6d %9s\n", w, m, s.requests, s.failed, s.tokens, retries, a.rateLimited,
-			s.last.Sub(s.first).Round(time.Millisecond))
+		a := st.attempts.of(names...)
+		retries := max(a.attempts-int64(s.Requests), 0)
+		fmt.Fprintf(e.stderr, "  %-*s %9d %7d %10d %8d %6d %9s\n", w, s.Model, s.Requests, s.Failed, s.Tokens, retries, a.rateLimited,
+			s.Wall.Round(time.Millisecond))
 	}
-}
-
-// read parses the input, sending one job per line to be done. It returns
-// how many lines were skipped as already done.
-func (b *batchRun) read(ctx context.Context, in io.Reader, done map[string]bool, jobs chan<- *job) (int, error) {
-	br := bufio.NewReaderSize(in, 1<<20)
-	seen := map[string]int{}
-	skipped := 0
-	send := func(j *job) bool {
-		select {
-		case jobs <- j:
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	}
-	for n := 1; ; n++ {
-		raw, err := br.ReadBytes('\n')
-		if len(bytes.TrimSpace(raw)) > 0 {
-			var l inputLine
-			var j *job
-			lerr := json.Unmarshal(raw, &l)
-			switch id := l.CustomID; {
-			case lerr != nil:
-				j = &job{line: n, kind: jobBad, err: fmt.Errorf("not a valid batch input line: %v", lerr)}
-			case id != "" && seen[id] > 0:
-				j = &job{line: n, kind: jobBad, err: fmt.Errorf("custom_id %q repeats line %d", id, seen[id])}
-			case id != "" && done[id]:
-				seen[id] = n
-				skipped++
-				b.prog.skip()
-				continue
-			default:
-				if id != "" {
-					seen[id] = n
-				}
-				j = b.parse(n, &l)
-			}
-			if !send(j) {
-				return skipped, nil
-			}
-		}
-		if err == io.EOF {
-			return skipped, nil
-		}
-		if err != nil {
-			return skipped, err
-		}
-	}
-}
-
-// parse reads one input line into a job; a line at fault becomes a bad job
-// that keeps its custom_id when it has one (its error is then written to
-// the output under that id).
-func (b *batchRun) parse(n int, l *inputLine) *job {
-	j := &job{line: n, customID: l.CustomID}
-	bad := func(err error) *job {
-		j.kind, j.err = jobBad, err
-		return j
-	}
-	switch {
-	case l.CustomID == "":
-		j.customID = ""
-		return bad(errors.New("custom_id: is missing"))
-	case l.Method != "POST":
-		return bad(fmt.Errorf("method: want \"POST\", got %q", l.Method))
-	case len(l.Body) == 0:
-		return bad(errors.New("body: is missing"))
-	}
-	switch l.URL {
-	case urlChat:
-		req, err := chatFromOpenAI(l.Body)
-		if err != nil {
-			return bad(err)
-		}
-		j.kind, j.chat, j.model = jobChat, req, req.Model
-	case urlEmbeddings:
-		req, b64, err := embedFromOpenAI(l.Body)
-		if err != nil {
-			return bad(err)
-		}
-		j.kind, j.embed, j.model, j.b64 = jobEmbed, req, req.Model, b64
-	default:
-		return bad(fmt.Errorf("url: %q is not served (%s, %s)", l.URL, urlChat, urlEmbeddings))
-	}
-	if j.model == "" {
-		m, err := b.fallbackModel(j.kind == jobEmbed)
-		if err != nil {
-			return bad(fmt.Errorf("body.model: is missing, and %w", err))
-		}
-		j.model = m
-	}
-	if j.chat != nil {
-		j.chat.Model = j.model
-	} else {
-		j.embed.Model = j.model
-	}
-	return j
-}
-
-// fallbackModel is the model of a line that names none: the flag, else
-// the default (see stack.defaultModel), announced once.
-func (b *batchRun) fallbackModel(embed bool) (string, error) {
-	if embed && b.o.embedModel != "" {
-		return b.o.embedModel, nil
-	}
-	if !embed && b.o.model != "" {
-		return b.o.model, nil
-	}
-	b.dmu.Lock()
-	defer b.dmu.Unlock()
-	if p, ok := b.dflt[embed]; ok {
-		return p.model, p.err
-	}
-	m, why, err := b.st.defaultModel(embed)
-	b.dflt[embed] = defaultPick{m, why, err}
-	if err == nil {
-		kind := "chat"
-		if embed {
-			kind = "embedding"
-		}
-		b.prog.logf("chorus batch: %s lines without a model use %s (%s)", kind, m, why)
-	}
-	return m, err
-}
-
-// do runs one job.
-func (b *batchRun) do(ctx context.Context, j *job) (r *result) {
-	r = &result{job: j, start: time.Now()}
-	defer func() {
-		if v := recover(); v != nil {
-			r.err, r.failed, r.out = fmt.Errorf("internal error: %v", v), true, nil
-			if j.customID != "" {
-				r.out, _ = encodeLine(errorLine(j.customID, r.err))
-			}
-		}
-		r.end = time.Now()
-	}()
-	var line outputLine
-	switch j.kind {
-	case jobBad:
-		r.failed = true
-		if j.customID == "" {
-			return r
-		}
-		line = errorLine(j.customID, fmt.Errorf("input line %d: %w", j.line, j.err))
-	case jobChat:
-		res, err := b.chat(ctx, j.chat)
-		if err != nil {
-			return b.failure(ctx, r, err)
-		}
-		r.usage = res.Usage
-		line = successLine(j.customID, res.Meta.RequestID, completionBody(res, j.model, time.Now()))
-	case jobEmbed:
-		res, err := b.embed(ctx, j.embed)
-		if err != nil {
-			return b.failure(ctx, r, err)
-		}
-		r.usage = res.Usage
-		line = successLine(j.customID, res.Meta.RequestID, embeddingBody(res, j.model, j.b64))
-	}
-	out, err := encodeLine(line)
-	if err != nil {
-		return b.failure(ctx, r, err)
-	}
-	r.out = out
-	return r
-}
-
-// failure records a failed call; a call cut short by cancellation is not
-// a result (nothing is written, so --resume runs it again).
-func (b *batchRun) failure(ctx context.Context, r *result, err error) *result {
-	if ctx.Err() != nil {
-		r.cancelled = true
-		return r
-	}
-	r.failed, r.err = true, err
-	r.out, _ = encodeLine(errorLine(r.job.customID, err))
-	return r
 }

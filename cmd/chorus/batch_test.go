@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/batch"
 	"github.com/chorusrt/chorus/llmtest"
 )
 
@@ -76,7 +76,7 @@ func TestBatchSampleFile(t *testing.T) {
 	}
 	chats, embeds, tools := 0, 0, 0
 	for id, l := range lines {
-		if l.Response == nil || l.Response.StatusCode != 200 || l.Response.RequestID == "" || l.ID != lineID(id) {
+		if l.Response == nil || l.Response.StatusCode != 200 || l.Response.RequestID == "" || l.ID != batch.LineID(id) {
 			t.Fatalf("%s: %+v", id, l)
 		}
 		var body struct {
@@ -488,29 +488,6 @@ func TestBatchRealProviderWhenKeyed(t *testing.T) {
 	if code != 1 || got["a"].Error == nil || !strings.Contains(got["a"].Error.Message, "pass --model provider/model") ||
 		!strings.Contains(got["e"].Error.Message, "pass --embed-model") || got["b"].Response == nil {
 		t.Errorf("exit %d, lines %+v\n%s", code, got, stderr)
-	}
-}
-
-// TestClassify: error codes of the typed errors.
-func TestClassify(t *testing.T) {
-	cases := []struct {
-		err  error
-		code string
-	}{
-		{&llm.ConfigError{Field: "model", Msg: "x"}, "invalid_request"},
-		{&llm.RateLimitError{APIError: llm.APIError{Status: 429}}, "rate_limit_exceeded"},
-		{&llm.RateLimitError{APIError: llm.APIError{Status: 429}, QuotaExhausted: true}, "insufficient_quota"},
-		{&llm.APIError{Status: 500}, "http_500"},
-		{&llm.APIError{Status: 400, Code: "context_length_exceeded"}, "context_length_exceeded"},
-		{&llm.TransportError{Provider: "p", Err: fmt.Errorf("reset")}, "transport_error"},
-		{fmt.Errorf("wrapped: %w", context.DeadlineExceeded), "timeout"},
-		{llm.ErrOverloaded, "overloaded"},
-		{fmt.Errorf("other"), "error"},
-	}
-	for _, c := range cases {
-		if code, _ := classify(c.err); code != c.code {
-			t.Errorf("%v: code %q, want %q", c.err, code, c.code)
-		}
 	}
 }
 

@@ -20,6 +20,7 @@
 //     a key that has one (defaultModels: openai, anthropic, gemini,
 //     deepseek). chat without -m asks the default of every provider with a
 //     key. The choice is printed on stderr.
+//   - The job engine is package batch (the CLI is a shell over it).
 //   - Batch output is append-only: each line is built whole in memory and
 //     written with one write on an O_APPEND file by a single writer, so a
 //     killed run leaves whole lines (at worst an unterminated last one,

@@ -1,4 +1,4 @@
-package main
+package batch
 
 import (
 	"bytes"
@@ -13,8 +13,8 @@ import (
 
 // The endpoints a batch line may name.
 const (
-	urlChat       = "/v1/chat/completions"
-	urlEmbeddings = "/v1/embeddings"
+	URLChat       = "/v1/chat/completions"
+	URLEmbeddings = "/v1/embeddings"
 )
 
 // inputLine is one line of an OpenAI Batch input file.

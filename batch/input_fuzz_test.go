@@ -1,4 +1,4 @@
-package main
+package batch
 
 import (
 	"bufio"
@@ -39,9 +39,9 @@ func FuzzBatchInputLine(f *testing.F) {
 					url := ""
 					switch {
 					case strings.HasSuffix(ex.Request.URL, "/chat/completions"):
-						url = urlChat
+						url = URLChat
 					case strings.HasSuffix(ex.Request.URL, "/embeddings"):
-						url = urlEmbeddings
+						url = URLEmbeddings
 					}
 					if url == "" || !json.Valid(ex.Request.Body) || len(ex.Request.Body) > 64<<10 {
 						continue
@@ -70,13 +70,13 @@ func FuzzBatchInputLine(f *testing.F) {
 			}
 		}
 		switch l.URL {
-		case urlChat:
+		case URLChat:
 			req, err := chatFromOpenAI(l.Body)
 			if err == nil && req.Model == "" {
 				req.Model = "sim/echo"
 			}
 			check(req, err)
-		case urlEmbeddings:
+		case URLEmbeddings:
 			req, _, err := embedFromOpenAI(l.Body)
 			if err == nil && req.Model == "" {
 				req.Model = "sim/embed"

@@ -1,4 +1,4 @@
-package main
+package batch
 
 import (
 	"context"
@@ -33,9 +33,9 @@ type outError struct {
 	Message string `json:"message"`
 }
 
-// lineID is the output line's id: derived from the custom_id, so a rerun
+// LineID is the output line's id: derived from the custom_id, so a rerun
 // writes the same ids.
-func lineID(customID string) string {
+func LineID(customID string) string {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(customID))
 	return "batch_req_" + strconv.FormatUint(h.Sum64(), 16)
@@ -51,13 +51,13 @@ func encodeLine(l outputLine) ([]byte, error) {
 }
 
 func successLine(customID, requestID string, body any) outputLine {
-	return outputLine{ID: lineID(customID), CustomID: customID,
+	return outputLine{ID: LineID(customID), CustomID: customID,
 		Response: &outResponse{StatusCode: 200, RequestID: requestID, Body: body}}
 }
 
 func errorLine(customID string, err error) outputLine {
 	code, msg := classify(err)
-	return outputLine{ID: lineID(customID), CustomID: customID, Error: &outError{Code: code, Message: msg}}
+	return outputLine{ID: LineID(customID), CustomID: customID, Error: &outError{Code: code, Message: msg}}
 }
 
 // classify turns an error into an OpenAI-style error code and message.

@@ -1,0 +1,529 @@
+package batch
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/pipeline"
+)
+
+// Runner is where a line runs: the local runtime (*runtime.Runtime), a
+// cluster node (*cluster.Node), or anything else that answers chat and
+// embedding requests.
+type Runner interface {
+	Chat(ctx context.Context, req *llm.ChatRequest) (*llm.ChatResult, error)
+	Embed(ctx context.Context, req *llm.EmbedRequest) (*llm.EmbedResult, error)
+}
+
+// Job is one batch job: every line of Input runs on Runner (or, with
+// Native, on the providers' batch APIs) and its answer is appended to
+// Output.
+type Job struct {
+	// Input is the OpenAI Batch input JSONL.
+	Input io.Reader
+	// InputName names the input in bad-line reports ("in.jsonl").
+	InputName string
+	// Output receives one line per custom_id (see OpenOutput).
+	Output *Output
+	// Runner runs the lines live. Required.
+	Runner Runner
+	// Concurrency is how many lines run at once at most (default 32).
+	Concurrency int
+	// DefaultModel picks the model of a line whose body names none
+	// (embed: an embedding line). It is asked once per kind; a non-empty
+	// why is announced in an EventDefaultModel. Nil: such a line is bad.
+	DefaultModel func(embed bool) (model, why string, err error)
+	// Observe, when set, receives the job's progress events. It is called
+	// from the job's goroutines, one event at a time, and must not block.
+	Observe func(Event)
+	// Prices, when set, prices each answer (Result cost, Report totals).
+	Prices *Prices
+}
+
+// EventKind says what an Event reports.
+type EventKind uint8
+
+const (
+	// EventSkipped: a line whose custom_id is already in the output.
+	EventSkipped EventKind = iota + 1
+	// EventDone: a line finished (succeeded, failed, or bad) and its
+	// output line, if any, was written.
+	EventDone
+	// EventBadLine: an input line is bad (Line, CustomID when it has one,
+	// Err). An EventDone follows it.
+	EventBadLine
+	// EventDefaultModel: lines without a model use Model (Embed: the
+	// embedding lines), for the reason Why.
+	EventDefaultModel
+	// EventInternal: a bug (a panic) cost an item; Err says what.
+	EventInternal
+)
+
+// Event is one progress event of a job.
+type Event struct {
+	Kind     EventKind
+	Line     int
+	CustomID string
+	Model    string
+	Failed   bool
+	Tokens   int
+	// Cost is the item's cost when its model is priced.
+	Cost  *Cost
+	Embed bool
+	Why   string
+	Err   error
+}
+
+// BadLine is an input line the job could not run.
+type BadLine struct {
+	Line     int
+	CustomID string // empty when the line has none (nothing is written)
+	Err      error
+}
+
+// ModelSummary is one model's row of the job's summary.
+type ModelSummary struct {
+	// Model is the model as the lines named it (provider/model or alias).
+	Model    string
+	Requests int
+	Failed   int
+	Tokens   int64
+	// Wall is from the first line's start to the last line's end.
+	Wall time.Duration
+	// Cost adds up the priced answers; Priced says how many were priced
+	// (a model without a price has Priced 0 and shows "-").
+	Cost   Cost
+	Priced int
+	// Native says the lines ran on the provider's batch API.
+	Native bool
+}
+
+// Report is what a job did.
+type Report struct {
+	Succeeded, Failed int
+	// Skipped lines were already in the output (Resume).
+	Skipped int
+	// Cancelled items were in flight when the context ended: nothing was
+	// written for them, so a resumed job runs them.
+	Cancelled int
+	Written   int
+	BadLines  []BadLine
+	// Models is the per-model summary, in the order models first appeared.
+	Models []ModelSummary
+	// Interrupted reports that the context ended before the input did.
+	Interrupted bool
+	Elapsed     time.Duration
+}
+
+// InputError is a failure reading the job's input (not a bad line).
+type InputError struct {
+	Name string
+	Err  error
+}
+
+func (e *InputError) Error() string { return "reading " + e.Name + ": " + e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
+
+// CountLines counts the non-blank lines of r (the job's total, for
+// progress).
+func CountLines(r io.Reader) (int, error) {
+	br := bufio.NewReaderSize(r, 1<<20)
+	n := 0
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(bytes.TrimSpace(line)) > 0 && (err == nil || err == io.EOF || errors.Is(err, bufio.ErrBufferFull)) {
+			n++
+			for errors.Is(err, bufio.ErrBufferFull) { // a long line: skip its rest
+				_, err = br.ReadSlice('\n')
+			}
+		}
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return 0, err
+		}
+	}
+}
+
+// kind is what an input line asks for.
+type kind uint8
+
+const (
+	kindBad kind = iota
+	kindChat
+	kindEmbed
+)
+
+// item is one input line.
+type item struct {
+	line     int
+	customID string
+	kind     kind
+	model    string // as named: provider/model or an alias
+	chat     *llm.ChatRequest
+	embed    *llm.EmbedRequest
+	b64      bool
+	err      error // kindBad: what is wrong with the line
+}
+
+// result is one finished item.
+type result struct {
+	item      *item
+	out       []byte // the output line; nil when nothing is written
+	failed    bool
+	cancelled bool
+	native    bool
+	usage     llm.Usage
+	cost      *Cost
+	err       error
+	start     time.Time
+	end       time.Time
+}
+
+type defaultPick struct {
+	model, why string
+	err        error
+}
+
+// run is one job running.
+type run struct {
+	j    Job
+	dmu  sync.Mutex
+	dflt map[bool]defaultPick
+}
+
+func (r *run) emit(ev Event) {
+	if r.j.Observe != nil {
+		r.j.Observe(ev)
+	}
+}
+
+// Run runs the job until its input is done or ctx ends. Every line of the
+// input gets at most one output line; a line whose custom_id the output
+// already holds is skipped. The report is returned even with an error; the
+// error is an *InputError or an *OutputError (run again resuming).
+func Run(ctx context.Context, j Job) (*Report, error) {
+	switch {
+	case j.Input == nil:
+		return nil, errors.New("batch: Job.Input is nil")
+	case j.Output == nil:
+		return nil, errors.New("batch: Job.Output is nil")
+	case j.Runner == nil:
+		return nil, errors.New("batch: Job.Runner is nil")
+	}
+	if j.Concurrency < 1 {
+		j.Concurrency = 32
+	}
+	if j.InputName == "" {
+		j.InputName = "input"
+	}
+	r := &run{j: j, dflt: map[bool]defaultPick{}}
+	return r.run(ctx)
+}
+
+func (r *run) run(ctx context.Context) (*Report, error) {
+	start := time.Now()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	items := make(chan *item)
+	var readErr error
+	var readDone sync.WaitGroup
+	var skipped int
+	readDone.Add(1)
+	go func() {
+		defer readDone.Done()
+		defer close(items)
+		skipped, readErr = r.read(ctx, items)
+	}()
+	results := pipeline.Map(ctx, items, func(ctx context.Context, it *item) (*result, llm.Usage, error) {
+		res := r.do(ctx, it)
+		return res, res.usage, nil
+	}, pipeline.BatchOptions{Concurrency: r.j.Concurrency})
+	rep, writeErr := r.collect(results, cancel)
+	readDone.Wait()
+	rep.Skipped = skipped
+	rep.Interrupted = ctx.Err() != nil && writeErr == nil
+	rep.Elapsed = time.Since(start)
+	switch {
+	case writeErr != nil:
+		return rep, writeErr
+	case readErr != nil:
+		return rep, &InputError{Name: r.j.InputName, Err: readErr}
+	}
+	return rep, nil
+}
+
+// collect writes the results as they come and adds them up.
+func (r *run) collect(results <-chan pipeline.Item[*result], cancel context.CancelFunc) (*Report, error) {
+	rep := &Report{}
+	stats := map[string]*modelStat{}
+	var order []string
+	var writeErr error
+	for it := range results {
+		res := it.Value
+		if it.Err != nil || res == nil { // a panic in do: a bug, reported as such
+			rep.Failed++
+			r.emit(Event{Kind: EventInternal, Failed: true, Err: it.Err})
+			continue
+		}
+		if res.cancelled {
+			rep.Cancelled++
+			continue
+		}
+		if res.out != nil && writeErr == nil {
+			if writeErr = r.j.Output.write(res.item.customID, res.out); writeErr != nil {
+				cancel()
+			} else {
+				rep.Written++
+			}
+		}
+		r.account(rep, stats, &order, res)
+	}
+	for _, m := range order {
+		rep.Models = append(rep.Models, stats[m].summary(m))
+	}
+	return rep, writeErr
+}
+
+// modelStat adds up one model's results.
+type modelStat struct {
+	ModelSummary
+	first, last time.Time
+}
+
+func (s *modelStat) summary(model string) ModelSummary {
+	out := s.ModelSummary
+	out.Model = model
+	out.Wall = s.last.Sub(s.first)
+	return out
+}
+
+// account counts one result in the report and emits its events.
+func (r *run) account(rep *Report, stats map[string]*modelStat, order *[]string, res *result) {
+	it := res.item
+	tokens := res.usage.TotalTokens()
+	if it.kind == kindBad {
+		rep.BadLines = append(rep.BadLines, BadLine{Line: it.line, CustomID: it.customID, Err: it.err})
+		r.emit(Event{Kind: EventBadLine, Line: it.line, CustomID: it.customID, Failed: true, Err: it.err})
+		r.emit(Event{Kind: EventDone, Line: it.line, CustomID: it.customID, Failed: true})
+		return
+	}
+	ms := stats[it.model]
+	if ms == nil {
+		ms = &modelStat{first: res.start}
+		stats[it.model] = ms
+		*order = append(*order, it.model)
+	}
+	ms.Requests++
+	ms.Tokens += int64(tokens)
+	ms.Native = ms.Native || res.native
+	if res.cost != nil {
+		ms.Cost = ms.Cost.Add(*res.cost)
+		ms.Priced++
+	}
+	if res.start.Before(ms.first) {
+		ms.first = res.start
+	}
+	if res.end.After(ms.last) {
+		ms.last = res.end
+	}
+	if res.failed {
+		ms.Failed++
+		rep.Failed++
+	} else {
+		rep.Succeeded++
+	}
+	r.emit(Event{Kind: EventDone, Line: it.line, CustomID: it.customID, Model: it.model, Failed: res.failed, Tokens: tokens, Cost: res.cost, Err: res.err})
+}
+
+// read parses the input, sending one item per line to be done. It returns
+// how many lines were skipped as already done.
+func (r *run) read(ctx context.Context, items chan<- *item) (int, error) {
+	br := bufio.NewReaderSize(r.j.Input, 1<<20)
+	seen := map[string]int{}
+	skipped := 0
+	send := func(it *item) bool {
+		select {
+		case items <- it:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for n := 1; ; n++ {
+		raw, err := br.ReadBytes('\n')
+		if len(bytes.TrimSpace(raw)) > 0 {
+			it, skip := r.parseLine(n, raw, seen)
+			if skip {
+				skipped++
+				r.emit(Event{Kind: EventSkipped, Line: n, CustomID: it.customID})
+			} else if !send(it) {
+				return skipped, nil
+			}
+		}
+		if err == io.EOF {
+			return skipped, nil
+		}
+		if err != nil {
+			return skipped, err
+		}
+	}
+}
+
+// parseLine reads line n; skip reports a custom_id already in the output.
+// seen maps the custom_ids met so far to their line.
+func (r *run) parseLine(n int, raw []byte, seen map[string]int) (it *item, skip bool) {
+	var l inputLine
+	lerr := json.Unmarshal(raw, &l)
+	switch id := l.CustomID; {
+	case lerr != nil:
+		return &item{line: n, kind: kindBad, err: fmt.Errorf("not a valid batch input line: %v", lerr)}, false
+	case id != "" && seen[id] > 0:
+		return &item{line: n, kind: kindBad, err: fmt.Errorf("custom_id %q repeats line %d", id, seen[id])}, false
+	case id != "" && r.j.Output.Done(id):
+		seen[id] = n
+		return &item{line: n, customID: id}, true
+	default:
+		if id != "" {
+			seen[id] = n
+		}
+		return r.parse(n, &l), false
+	}
+}
+
+// parse reads one input line into an item; a line at fault becomes a bad
+// item that keeps its custom_id when it has one (its error is then written
+// to the output under that id).
+func (r *run) parse(n int, l *inputLine) *item {
+	it := &item{line: n, customID: l.CustomID}
+	bad := func(err error) *item {
+		it.kind, it.err = kindBad, err
+		return it
+	}
+	switch {
+	case l.CustomID == "":
+		it.customID = ""
+		return bad(errors.New("custom_id: is missing"))
+	case l.Method != "POST":
+		return bad(fmt.Errorf("method: want \"POST\", got %q", l.Method))
+	case len(l.Body) == 0:
+		return bad(errors.New("body: is missing"))
+	}
+	switch l.URL {
+	case URLChat:
+		req, err := chatFromOpenAI(l.Body)
+		if err != nil {
+			return bad(err)
+		}
+		it.kind, it.chat, it.model = kindChat, req, req.Model
+	case URLEmbeddings:
+		req, b64, err := embedFromOpenAI(l.Body)
+		if err != nil {
+			return bad(err)
+		}
+		it.kind, it.embed, it.model, it.b64 = kindEmbed, req, req.Model, b64
+	default:
+		return bad(fmt.Errorf("url: %q is not served (%s, %s)", l.URL, URLChat, URLEmbeddings))
+	}
+	if it.model == "" {
+		m, err := r.fallbackModel(it.kind == kindEmbed)
+		if err != nil {
+			return bad(fmt.Errorf("body.model: is missing, and %w", err))
+		}
+		it.model = m
+	}
+	if it.chat != nil {
+		it.chat.Model = it.model
+	} else {
+		it.embed.Model = it.model
+	}
+	return it
+}
+
+// errNoDefault is the fallback error when Job.DefaultModel is nil.
+var errNoDefault = errors.New("the job has no default model")
+
+// fallbackModel is the model of a line that names none, asked once per
+// kind and announced when the job says why.
+func (r *run) fallbackModel(embed bool) (string, error) {
+	r.dmu.Lock()
+	defer r.dmu.Unlock()
+	if p, ok := r.dflt[embed]; ok {
+		return p.model, p.err
+	}
+	p := defaultPick{err: errNoDefault}
+	if r.j.DefaultModel != nil {
+		p.model, p.why, p.err = r.j.DefaultModel(embed)
+	}
+	r.dflt[embed] = p
+	if p.err == nil && p.why != "" {
+		r.emit(Event{Kind: EventDefaultModel, Model: p.model, Embed: embed, Why: p.why})
+	}
+	return p.model, p.err
+}
+
+// do runs one item live.
+func (r *run) do(ctx context.Context, it *item) (res *result) {
+	res = &result{item: it, start: time.Now()}
+	defer func() {
+		if v := recover(); v != nil {
+			res.err, res.failed, res.out = fmt.Errorf("internal error: %v", v), true, nil
+			if it.customID != "" {
+				res.out, _ = encodeLine(errorLine(it.customID, res.err))
+			}
+		}
+		res.end = time.Now()
+	}()
+	var line outputLine
+	switch it.kind {
+	case kindBad:
+		res.failed = true
+		if it.customID == "" {
+			return res
+		}
+		line = errorLine(it.customID, fmt.Errorf("input line %d: %w", it.line, it.err))
+	case kindChat:
+		out, err := r.j.Runner.Chat(ctx, it.chat)
+		if err != nil {
+			return failure(ctx, res, err)
+		}
+		res.usage = out.Usage
+		res.cost = r.j.Prices.costOf(servedModel(out.Meta, out.Model, it.model), out.Usage, false)
+		line = successLine(it.customID, out.Meta.RequestID, completionBody(out, it.model, time.Now()))
+	case kindEmbed:
+		out, err := r.j.Runner.Embed(ctx, it.embed)
+		if err != nil {
+			return failure(ctx, res, err)
+		}
+		res.usage = out.Usage
+		res.cost = r.j.Prices.costOf(servedModel(out.Meta, out.Model, it.model), out.Usage, false)
+		line = successLine(it.customID, out.Meta.RequestID, embeddingBody(out, it.model, it.b64))
+	}
+	out, err := encodeLine(line)
+	if err != nil {
+		return failure(ctx, res, err)
+	}
+	res.out = out
+	return res
+}
+
+// failure records a failed call; a call cut short by cancellation is not
+// a result (nothing is written, so a resumed job runs it again).
+func failure(ctx context.Context, res *result, err error) *result {
+	if ctx.Err() != nil {
+		res.cancelled = true
+		return res
+	}
+	res.failed, res.err = true, err
+	res.out, _ = encodeLine(errorLine(res.item.customID, err))
+	return res
+}
