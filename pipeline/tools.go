@@ -42,6 +42,11 @@ func (e *MaxTurnsError) Is(target error) bool { return target == ErrMaxTurns }
 // error's text. A ToolFunc must honour ctx.
 type ToolFunc func(ctx context.Context, args json.RawMessage) (string, error)
 
+// ToolPartsFunc runs one tool call like a ToolFunc and may also return
+// parts (images, documents) that go into the tool message's Parts beside
+// the text.
+type ToolPartsFunc func(ctx context.Context, args json.RawMessage) (string, []llm.Part, error)
+
 // Tool is one tool of a ToolSet: the definition sent to the model and the
 // Go function that runs it.
 type Tool struct {
@@ -49,6 +54,9 @@ type Tool struct {
 	// ToolSet key is the tool's name.
 	Definition llm.Tool
 	Func       ToolFunc
+	// PartsFunc, when set, runs the calls instead of Func, for tools whose
+	// results carry images or documents.
+	PartsFunc ToolPartsFunc
 }
 
 // ToolSet maps tool names to tools.
@@ -77,7 +85,7 @@ func (s ToolSet) validate() error {
 			return &llm.ConfigError{Field: "tools", Msg: "a tool has an empty name"}
 		case t.Definition.Name != "" && t.Definition.Name != name:
 			return &llm.ConfigError{Field: "tools." + name, Msg: fmt.Sprintf("definition is named %q", t.Definition.Name)}
-		case t.Func == nil:
+		case t.Func == nil && t.PartsFunc == nil:
 			return &llm.ConfigError{Field: "tools." + name, Msg: "has no Func"}
 		}
 	}
@@ -202,7 +210,16 @@ func runTool(ctx context.Context, tools ToolSet, call llm.ToolCall) llm.Message 
 		msg.Content, msg.IsError = fmt.Sprintf("tool %q: arguments are not valid JSON", call.Name), true
 		return msg
 	}
-	content, err := callTool(ctx, t.Func, args)
+	var (
+		content string
+		parts   []llm.Part
+		err     error
+	)
+	if t.PartsFunc != nil {
+		content, parts, err = callPartsTool(ctx, t.PartsFunc, args)
+	} else {
+		content, err = callTool(ctx, t.Func, args)
+	}
 	if err != nil {
 		var pe *PanicError
 		if errors.As(err, &pe) {
@@ -213,11 +230,16 @@ func runTool(ctx context.Context, tools ToolSet, call llm.ToolCall) llm.Message 
 		msg.IsError = true
 		return msg
 	}
-	msg.Content = content
+	msg.Content, msg.Parts = content, parts
 	return msg
 }
 
 func callTool(ctx context.Context, fn ToolFunc, args json.RawMessage) (s string, err error) {
+	defer recoverTo(&err)
+	return fn(ctx, args)
+}
+
+func callPartsTool(ctx context.Context, fn ToolPartsFunc, args json.RawMessage) (s string, parts []llm.Part, err error) {
 	defer recoverTo(&err)
 	return fn(ctx, args)
 }

@@ -1,0 +1,5 @@
+package mcptools
+
+const crashChildEnv = "MCPTOOLS_CRASH_CHILD"
+
+func crashChild() int { return 0 }
