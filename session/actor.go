@@ -94,6 +94,7 @@ type sessionActor struct {
 	tools        map[string]*flight
 	retrying     map[string]bool
 	timers       map[string]*time.Timer
+	lastActive   time.Time // when the last message other than msgIdle came
 }
 
 func newSessionActor(m *Manager, id string, e *entry, l *eventLog) *sessionActor {
@@ -105,6 +106,9 @@ func newSessionActor(m *Manager, id string, e *entry, l *eventLog) *sessionActor
 func (a *sessionActor) Receive(c actor.Context) {
 	a.ctx = c
 	defer func() { a.ctx = nil }()
+	if _, idle := c.Message().(msgIdle); !idle {
+		a.lastActive = time.Now()
+	}
 	switch msg := c.Message().(type) {
 	case *actor.Started:
 		a.self = c.Self()
@@ -132,6 +136,7 @@ func (a *sessionActor) Receive(c actor.Context) {
 		a.waiters, a.closeWaiters = nil, nil
 		return
 	case *actor.Stopped:
+		a.m.forget(a.id, a.e)
 		close(a.e.stopped)
 		return
 	case msgSend:
@@ -177,8 +182,11 @@ func (a *sessionActor) Receive(c actor.Context) {
 		}
 	case msgExpire:
 		a.onExpire(msg)
+	case msgIdle:
+		a.onIdle()
 	}
 	a.advance()
+	a.armIdle()
 }
 
 // refuse answers a request when the session cannot take it.

@@ -142,23 +142,24 @@
 //
 // # Which file owns what
 //
-//	| File          | Owns                                                                                     |
-//	|---------------|------------------------------------------------------------------------------------------|
-//	| session.go    | Options, Manager and its calls (Send, Resolve, Snapshot, Wait, Events, Recover, Close, ...) |
-//	| actor.go      | the session actor: its fields, requests and reports, Receive, advance/next, timers, close |
-//	| journal.go    | the actor's journal I/O: recovery (snapshot, then records), atomic appends, snapshots     |
-//	| state.go      | the durable state and apply, the only place it changes; function responses, turn notes  |
-//	| records.go    | journal record kinds and their payloads                                                  |
-//	| turn.go       | AwaitUserMessage and turns: user messages, turn start, cancel, the end of a failed turn   |
+//	| File          | Owns                                                                                          |
+//	|---------------|-----------------------------------------------------------------------------------------------|
+//	| session.go    | Options, Manager, activation; Send, Resolve, CancelTurn, Snapshot, Wait, Events, Close        |
+//	| actor.go      | the session actor: its fields, requests and reports, Receive, advance/next, timers, close     |
+//	| journal.go    | the actor's journal I/O: recovery (snapshot, then records), atomic appends, snapshots         |
+//	| state.go      | the durable state and apply, the only place it changes; function responses, turn notes        |
+//	| records.go    | journal record kinds and their payloads                                                       |
+//	| turn.go       | AwaitUserMessage and turns: user messages, turn start, cancel, the end of a failed turn       |
 //	| step_model.go | RunModel and ResumeTurn: the model input, the call, its retries, its output and planned calls |
-//	| step_tool.go  | CallTool: attempts, the handler, timeouts, the effect's retry rule                       |
-//	| approvals.go  | AwaitToolApproval: resolutions and deadlines                                             |
-//	| compact.go    | Compact: the summary step                                                                |
-//	| view.go       | Snapshot's view of the state and the current step                                        |
-//	| events.go     | the bounded event stream                                                                 |
-//	| tool.go       | Tool, Effect, ToolPolicy, ToolRecord, Model                                              |
-//	| media.go      | the media store                                                                          |
-//	| errors.go     | sentinel and typed errors                                                                |
+//	| step_tool.go  | CallTool: attempts, the handler, timeouts, the effect's retry rule                            |
+//	| approvals.go  | AwaitToolApproval: resolutions and deadlines                                                  |
+//	| compact.go    | Compact: the summary step                                                                     |
+//	| view.go       | Snapshot's view of the state and the current step                                             |
+//	| idle.go       | idle passivation and reactivation, parked approvals, Passivate, Recover                       |
+//	| events.go     | the bounded event stream                                                                      |
+//	| tool.go       | Tool, Effect, ToolPolicy, ToolRecord, Model                                                   |
+//	| media.go      | the media store                                                                               |
+//	| errors.go     | sentinel and typed errors                                                                     |
 //
 // Decisions:
 //   - Model calls go through the Model interface (*runtime.Runtime and
@@ -169,6 +170,20 @@
 //   - A journal append that fails stops the session's actor (its outcome is
 //     unknown, so nothing more may run unrecorded); the next call naming the
 //     session activates a new actor, which recovers from the journal.
-//   - Sessions stay in memory once activated; Recover activates every
-//     session of the journal.
+//   - A session with no work is passivated after Options.IdleTimeout
+//     (default 5 minutes; negative: never) and activated again, from the
+//     journal, by the next call naming it. No work: no step running or
+//     waiting for a retry, no queued message, no caller in Wait. A turn
+//     that waits only for approvals holds no goroutine, so its session is
+//     passivated too; Resolve activates it, and so does its earliest
+//     approval deadline (a timer of the Manager's), which it then expires.
+//     A reader of its events does not keep it active: the stream stays
+//     while someone reads it, and is dropped otherwise, keeping only its
+//     next event number. The actor decides, since it alone knows it has no
+//     work, and the Manager takes it off only when no call holds it, so a
+//     call never meets a passivating actor.
+//   - Recover activates only the sessions with work pending (a step to
+//     run, tool attempts to settle under the crash rules, queued
+//     messages), reading the others' journals without keeping them; a
+//     turn waiting only for approvals waits passivated.
 package session

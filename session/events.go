@@ -78,6 +78,7 @@ type eventLog struct {
 	maxBytes int     // bound in bytes
 	bytes    int     // size of the events held (eventSize)
 	next     uint64
+	subs     int // readers, guarded by Manager.mu
 	notify   chan struct{}
 	closed   bool
 	done     chan struct{} // closed with the log: readers stop at once
@@ -130,6 +131,13 @@ func (l *eventLog) grow() {
 		buf[i] = l.buf[(l.start+i)%len(l.buf)]
 	}
 	l.buf, l.start = buf, 0
+}
+
+// nextSeq is the number the next event will get.
+func (l *eventLog) nextSeq() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.next
 }
 
 func (l *eventLog) close() {

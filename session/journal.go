@@ -11,45 +11,50 @@ import (
 	"github.com/chorusrt/chorus/store"
 )
 
-// recover rebuilds the state from the journal: the latest snapshot, then
-// every later record.
+// recover rebuilds the state from the journal.
 func (a *sessionActor) recover() {
 	a.tools, a.retrying, a.timers = map[string]*flight{}, map[string]bool{}, map[string]*time.Timer{}
 	ctx, cancel := context.WithTimeout(context.Background(), journalTimeout)
 	defer cancel()
-	st := newState(a.id)
-	j := a.m.opt.Journal
-	seq, data, err := j.LoadSnapshot(ctx, a.id)
+	st, err := loadState(ctx, a.m.opt.Journal, a.id)
+	if err != nil {
+		a.fail(err)
+		return
+	}
+	a.st = st
+	if st.Seq > 0 {
+		a.log.Debug("session recovered", slog.Int64("seq", st.Seq), slog.Int("turn", st.Turn), slog.Bool("active", st.Active != nil))
+	}
+}
+
+// loadState replays a session's journal: the latest snapshot, then every
+// later record.
+func loadState(ctx context.Context, j store.Journal, id string) (*state, error) {
+	st := newState(id)
+	seq, data, err := j.LoadSnapshot(ctx, id)
 	switch {
 	case err == nil && len(data) > 0:
 		if err := json.Unmarshal(data, st); err != nil {
-			a.fail(fmt.Errorf("session %q: decoding snapshot %d: %w", a.id, seq, err))
-			return
+			return nil, fmt.Errorf("session %q: decoding snapshot %d: %w", id, seq, err)
 		}
-		st.ID = a.id
+		st.ID = id
 		st.Seq = seq
 	case err != nil && !errors.Is(err, store.ErrNotFound):
-		a.fail(fmt.Errorf("session %q: loading snapshot: %w", a.id, err))
-		return
+		return nil, fmt.Errorf("session %q: loading snapshot: %w", id, err)
 	}
-	recs, err := j.Read(ctx, a.id, st.Seq+1)
+	recs, err := j.Read(ctx, id, st.Seq+1)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		a.fail(fmt.Errorf("session %q: reading journal: %w", a.id, err))
-		return
+		return nil, fmt.Errorf("session %q: reading journal: %w", id, err)
 	}
 	for _, r := range recs {
 		if r.Seq <= st.Seq {
 			continue
 		}
 		if err := st.apply(r); err != nil {
-			a.fail(err)
-			return
+			return nil, err
 		}
 	}
-	a.st = st
-	if st.Seq > 0 {
-		a.log.Debug("session recovered", slog.Int64("seq", st.Seq), slog.Int("turn", st.Turn), slog.Bool("active", st.Active != nil))
-	}
+	return st, nil
 }
 
 // appendBatch appends b atomically and applies its records. It reports

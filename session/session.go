@@ -36,6 +36,7 @@ const (
 	DefaultMaxModelCalls    = 50
 	DefaultEventBuffer      = 1024
 	DefaultEventBufferBytes = 10 << 20
+	DefaultIdleTimeout      = 5 * time.Minute
 	DefaultTriggerRatio     = 0.8
 	DefaultKeepTurns        = 2
 	maxSessionIDLen         = 256
@@ -107,6 +108,14 @@ type Options struct {
 	// An event counts its text fields plus a fixed overhead; the newest
 	// event is always held.
 	EventBufferBytes int
+	// IdleTimeout passivates a session that has had no work for that long
+	// (default 5 minutes; negative: never): its actor stops, its state
+	// leaves memory, and the next call naming it activates it again from
+	// the journal. No work means no step running or waiting for a retry,
+	// no queued message and no caller in Wait; a turn that waits only for
+	// approvals has none, and activates again on Resolve or at its
+	// earliest approval deadline.
+	IdleTimeout time.Duration
 	// Logger receives the Manager's log lines, protoactor's included
 	// (default: discarded).
 	Logger *slog.Logger
@@ -127,10 +136,13 @@ type Manager struct {
 	subs    sync.WaitGroup // event subscriptions
 	closing atomic.Bool
 
-	mu     sync.Mutex
-	actors map[string]*entry
-	logs   map[string]*eventLog
-	closed bool
+	mu      sync.Mutex
+	actors  map[string]*entry
+	logs    map[string]*eventLog
+	seqs    map[string]uint64      // the next event number of a session whose stream was dropped
+	parked  map[string]*time.Timer // passivated sessions whose turn waits for approvals; a timer wakes one at its deadline
+	leaving map[*entry]string      // actors passivated for idleness that have not stopped yet
+	closed  bool
 
 	// hook, when set (tests only), is called at crash points.
 	hook func(point string)
@@ -140,6 +152,7 @@ type Manager struct {
 type entry struct {
 	pid     *actor.PID
 	stopped chan struct{}
+	calls   int // callers holding the entry, guarded by Manager.mu: no idle passivation meanwhile
 	mu      sync.Mutex
 	err     error // why it stopped, when it stopped on its own
 }
@@ -200,6 +213,9 @@ func newManager(opt Options, kit *actorkit.System) (*Manager, error) {
 	if opt.EventBufferBytes <= 0 {
 		opt.EventBufferBytes = DefaultEventBufferBytes
 	}
+	if opt.IdleTimeout == 0 {
+		opt.IdleTimeout = DefaultIdleTimeout
+	}
 	if opt.Media == nil {
 		opt.Media = NewLocalMedia(defaultMediaDir())
 	}
@@ -219,7 +235,8 @@ func newManager(opt Options, kit *actorkit.System) (*Manager, error) {
 		}
 		opt.Compaction = &cp
 	}
-	m := &Manager{opt: opt, tools: map[string]*Tool{}, actors: map[string]*entry{}, logs: map[string]*eventLog{}}
+	m := &Manager{opt: opt, tools: map[string]*Tool{}, actors: map[string]*entry{}, logs: map[string]*eventLog{},
+		seqs: map[string]uint64{}, parked: map[string]*time.Timer{}, leaving: map[*entry]string{}}
 	for i := range opt.Tools {
 		t := &opt.Tools[i]
 		f := fmt.Sprintf("Tools[%d]", i)
@@ -322,13 +339,14 @@ func checkID(id string) error {
 	return nil
 }
 
-// eventLog returns the event stream of a session, creating it.
-func (m *Manager) eventLog(id string) *eventLog {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+// eventLogLocked returns the event stream of a session, creating it; a
+// new one numbers its events on from where a dropped one stopped. m.mu is
+// held.
+func (m *Manager) eventLogLocked(id string) *eventLog {
 	l, ok := m.logs[id]
 	if !ok {
-		l = newEventLog(m.opt.EventBuffer, m.opt.EventBufferBytes, 1)
+		l = newEventLog(m.opt.EventBuffer, m.opt.EventBufferBytes, max(m.seqs[id], 1))
+		delete(m.seqs, id)
 		if m.closed {
 			l.close()
 		}
@@ -338,8 +356,8 @@ func (m *Manager) eventLog(id string) *eventLog {
 }
 
 // actorFor returns the actor of a session, spawning (and so recovering) it.
+// The caller holds the entry until it calls done.
 func (m *Manager) actorFor(id string) (*entry, error) {
-	l := m.eventLog(id)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for {
@@ -354,6 +372,7 @@ func (m *Manager) actorFor(id string) (*entry, error) {
 		case <-e.stopped:
 		default:
 			if e.getErr() == nil {
+				e.calls++
 				return e, nil
 			}
 			// A session stopped by a journal failure is stopping: wait for
@@ -365,7 +384,9 @@ func (m *Manager) actorFor(id string) (*entry, error) {
 		}
 		break
 	}
-	e := &entry{stopped: make(chan struct{})}
+	m.unparkLocked(id)
+	l := m.eventLogLocked(id)
+	e := &entry{stopped: make(chan struct{}), calls: 1}
 	props := actor.PropsFromProducer(func() actor.Actor { return newSessionActor(m, id, e, l) })
 	e.pid = m.sys.Root.SpawnPrefix(props, "session-")
 	m.actors[id] = e
@@ -389,6 +410,7 @@ func (m *Manager) call(ctx context.Context, id string, msg any) (any, error) {
 			return nil, err
 		}
 		v, err := m.ask(ctx, e, msg)
+		m.done(e)
 		if errors.Is(err, errRestarted) && try < 3 {
 			continue
 		}
@@ -552,10 +574,16 @@ func (m *Manager) Wait(ctx context.Context, id string) (TurnResult, error) {
 // that falls behind gets an EventGap and continues with the oldest event
 // held; the session never waits for a reader. Call cancel when done; the
 // channel closes then, or when the Manager closes. Events are not durable:
-// a restarted process numbers its events from 1 again.
+// a restarted process numbers its events from 1 again. A passivated
+// session's stream is dropped unless someone reads it (its numbers go on
+// when it is activated again): a later reader gets a gap for the events
+// it held.
 func (m *Manager) Events(id string, after uint64) (<-chan Event, func()) {
 	out := make(chan Event)
-	l := m.eventLog(id)
+	m.mu.Lock()
+	l := m.eventLogLocked(id)
+	l.subs++
+	m.mu.Unlock()
 	stop := make(chan struct{})
 	var once sync.Once
 	done := make(chan struct{})
@@ -564,34 +592,15 @@ func (m *Manager) Events(id string, after uint64) (<-chan Event, func()) {
 		defer m.subs.Done()
 		defer close(done)
 		l.subscribe(id, after, out, stop)
+		m.mu.Lock()
+		l.subs--
+		m.releaseLogLocked(id)
+		m.mu.Unlock()
 	}()
 	return out, func() {
 		once.Do(func() { close(stop) })
 		<-done
 	}
-}
-
-// Recover activates every session of the journal, so that those a crash
-// interrupted resume (a RunModel runs again, tool calls follow their
-// effect's crash rule, approvals wait again with their deadlines, queued
-// messages start turns). It returns the ids of the sessions that had work
-// in progress.
-func (m *Manager) Recover(ctx context.Context) ([]string, error) {
-	ids, err := m.opt.Journal.Sessions(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("session: listing sessions: %w", err)
-	}
-	var busy []string
-	for _, id := range ids {
-		v, err := m.call(ctx, id, msgSnapshot{})
-		if err != nil {
-			return busy, err
-		}
-		if s, _ := v.(*Snapshot); s != nil && (s.Step != StepAwaitUserMessage || len(s.Queued) > 0) {
-			busy = append(busy, id)
-		}
-	}
-	return busy, nil
 }
 
 // Close stops the Manager: sessions start no new step, running model calls
@@ -604,9 +613,15 @@ func (m *Manager) Close(ctx context.Context) error {
 		return nil
 	}
 	m.mu.Lock()
-	entries := make([]*entry, 0, len(m.actors))
+	entries := make([]*entry, 0, len(m.actors)+len(m.leaving))
 	for _, e := range m.actors {
 		entries = append(entries, e)
+	}
+	for e := range m.leaving {
+		entries = append(entries, e)
+	}
+	for id := range m.parked {
+		m.unparkLocked(id)
 	}
 	m.mu.Unlock()
 	var firstErr error
@@ -641,46 +656,6 @@ func (m *Manager) Close(ctx context.Context) error {
 	m.subs.Wait()
 	m.kit.Release() // the system stays: runtimes and other managers may use it
 	return firstErr
-}
-
-// Passivate stops one session's actor, as Close does for every session:
-// no new step starts, a running model call is cancelled, and running tool
-// attempts end and are recorded (until ctx ends; an attempt still running
-// then is left to the crash rules, as after a crash). The session stays in
-// the journal: the next call naming it activates it again, and it
-// recovers where it stopped. Passivate reports whether the session was
-// idle (awaiting a user message, nothing queued, no approval pending);
-// a session that is not active is idle. A cluster node passivates the
-// sessions it hands to another node.
-func (m *Manager) Passivate(ctx context.Context, id string) (idle bool, err error) {
-	if err := checkID(id); err != nil {
-		return false, err
-	}
-	m.mu.Lock()
-	e, ok := m.actors[id]
-	m.mu.Unlock()
-	if !ok {
-		return true, nil
-	}
-	select {
-	case <-e.stopped:
-		return true, nil
-	default:
-	}
-	idle = true
-	if v, err := m.ask(ctx, e, msgSnapshot{}); err == nil {
-		if s, _ := v.(*Snapshot); s != nil {
-			idle = s.Step == StepAwaitUserMessage && len(s.Queued) == 0 && len(s.Pending) == 0
-		}
-	} else if !errors.Is(err, ErrUnknownSession) {
-		idle = false
-	}
-	_, cerr := m.ask(ctx, e, msgClose{})
-	_ = m.sys.Root.StopFuture(e.pid).Wait()
-	if cerr != nil && !errors.Is(cerr, ErrClosed) && !errors.Is(cerr, errNotDelivered) {
-		return idle, cerr
-	}
-	return idle, nil
 }
 
 // hookAt calls the test hook.

@@ -316,6 +316,39 @@ func (s *state) modelOutput(p recModelOut, t *turnState) {
 	}
 }
 
+// hasWork reports whether the session has a step to run: a queued
+// message, or a turn in progress that waits for more than approvals.
+func (s *state) hasWork() bool {
+	if len(s.Queue) > 0 {
+		return true
+	}
+	t := s.Active
+	if t == nil {
+		return false
+	}
+	if t.Cancel || t.Phase != phaseTools {
+		return true
+	}
+	for _, c := range s.batch() {
+		if c.Status == "" && (!c.Approval || c.Resolved) {
+			return true
+		}
+	}
+	return false
+}
+
+// nextDeadline is the earliest deadline of the pending approvals (zero
+// when none has one).
+func (s *state) nextDeadline() time.Time {
+	var d time.Time
+	for _, c := range s.batch() {
+		if c.Status == "" && c.Approval && !c.Resolved && !c.Deadline.IsZero() && (d.IsZero() || c.Deadline.Before(d)) {
+			d = c.Deadline
+		}
+	}
+	return d
+}
+
 // maybeResume appends the function responses of a finished batch to the
 // history, in the model's order, and returns the turn to the model phase.
 func (s *state) maybeResume() {
