@@ -213,6 +213,9 @@ type opRequest struct {
 // speech, transcription, token counting, model listing), or nil for chat
 // paths, which route() serves.
 func (s *Server) opHandler(r *http.Request, body []byte) func(w http.ResponseWriter, r *http.Request, body []byte) {
+	if h := s.batchRoute(r); h != nil { // WithBatchAPI: batchapi.go
+		return h
+	}
 	op, ok := classifyOp(r, body)
 	if !ok {
 		return nil

@@ -256,6 +256,7 @@ type config struct {
 	first    time.Duration
 	perDelta time.Duration
 	now      func() time.Time
+	batch    *batchAPI // WithBatchAPI
 }
 
 // WithDefault sets the reply used when the script is empty. The default
