@@ -56,7 +56,7 @@ func (c *Client) statusError(resp *http.Response, body []byte) error {
 		api.RetryAfter = gemini.RetryDelay(body)
 	}
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == 529 {
-		quota := resp.StatusCode == http.StatusTooManyRequests && quotaExhausted(info.Code, info.Type, msg)
+		quota := resp.StatusCode == http.StatusTooManyRequests && quotaExhausted(info, msg)
 		if quota {
 			api.Retryable = false
 		}

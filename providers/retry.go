@@ -3,6 +3,7 @@ package providers
 import (
 	"context"
 	"errors"
+	"github.com/chorusrt/chorus/providers/internal/wire"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -71,9 +72,23 @@ func retryableStatus(status int) bool {
 	return false
 }
 
-// quotaExhausted reports a 429 that means billing or quota, not pacing.
-func quotaExhausted(code, typ, msg string) bool {
-	s := strings.ToLower(code + " " + typ + " " + msg)
+// quotaExhausted reports a 429 that means billing or quota, not pacing:
+// by the error's structured fields first (the codec's verdict, then
+// OpenAI-format codes), the message text last.
+func quotaExhausted(info wire.ErrorInfo, msg string) bool {
+	switch info.Quota {
+	case wire.QuotaPacing:
+		return false
+	case wire.QuotaExhausted:
+		return true
+	}
+	switch strings.ToLower(info.Code) {
+	case "insufficient_quota", "billing_hard_limit_reached", "insufficient_balance":
+		return true
+	case "rate_limit_exceeded", "rate_limit_error":
+		return false
+	}
+	s := strings.ToLower(info.Code + " " + info.Type + " " + msg)
 	return containsAny(s, "insufficient_quota", "insufficient balance", "insufficient_balance", "exceeded your current quota",
 		"no resource package", "billing", "credit balance is too low", "quota exceeded for quota metric")
 }

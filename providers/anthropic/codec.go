@@ -63,7 +63,11 @@ func (Codec) ParseError(status int, body []byte) wire.ErrorInfo {
 	if err := json.Unmarshal(body, &e); err != nil || e.Error == nil {
 		return wire.ErrorInfo{}
 	}
-	return wire.ErrorInfo{Type: e.Error.Type, Message: e.Error.Message}
+	info := wire.ErrorInfo{Type: e.Error.Type, Message: e.Error.Message}
+	if e.Error.Type == "rate_limit_error" {
+		info.Quota = wire.QuotaPacing
+	}
+	return info
 }
 
 // apiError builds the error for an error envelope or stream error event.

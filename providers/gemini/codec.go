@@ -79,7 +79,47 @@ func (Codec) ParseError(_ int, body []byte) wire.ErrorInfo {
 	if !ok {
 		return wire.ErrorInfo{}
 	}
-	return wire.ErrorInfo{Type: e.status, Code: e.status, Message: e.message}
+	return wire.ErrorInfo{Type: e.status, Code: e.status, Message: e.message, Quota: quotaVerdict(body)}
+}
+
+// quotaVerdict reads what a RESOURCE_EXHAUSTED means from its details, not
+// from its message (Gemini's per-minute 429 also says "You exceeded your
+// current quota"): a RetryInfo, or a QuotaFailure whose quota ids are
+// per-minute (or per-second), is pacing; a per-day quota id without a
+// RetryInfo is exhausted. Neither detail: unknown.
+func quotaVerdict(body []byte) wire.QuotaVerdict {
+	errObj := errorObject(body)
+	if errObj == nil {
+		return wire.QuotaUnknown
+	}
+	retryInfo, perDay, perShort := false, false, false
+	details := jsonscan.NewArray(jsonscan.Get(errObj, "details"))
+	for details.Next() {
+		d := details.Value()
+		t, _ := jsonscan.RawString(jsonscan.Get(d, "@type"))
+		switch {
+		case strings.HasSuffix(string(t), "google.rpc.RetryInfo"):
+			retryInfo = true
+		case strings.HasSuffix(string(t), "google.rpc.QuotaFailure"):
+			vs := jsonscan.NewArray(jsonscan.Get(d, "violations"))
+			for vs.Next() {
+				id, _ := jsonscan.RawString(jsonscan.Get(vs.Value(), "quotaId"))
+				switch q := strings.ToLower(string(id)); {
+				case strings.Contains(q, "perday"):
+					perDay = true
+				case strings.Contains(q, "perminute"), strings.Contains(q, "persecond"):
+					perShort = true
+				}
+			}
+		}
+	}
+	switch {
+	case retryInfo || perShort:
+		return wire.QuotaPacing
+	case perDay:
+		return wire.QuotaExhausted
+	}
+	return wire.QuotaUnknown
 }
 
 // RetryDelay returns the retry hint of a Google error body: the retryDelay of

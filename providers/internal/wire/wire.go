@@ -72,7 +72,24 @@ type ErrorInfo struct {
 	Type    string
 	Code    string
 	Message string
+	// Quota is what a 429 means, read from the error's structured fields
+	// (codes, types, Google's QuotaFailure and RetryInfo details); the
+	// message text decides only when it is QuotaUnknown.
+	Quota QuotaVerdict
 }
+
+// QuotaVerdict is what a 429's structured fields say it means.
+type QuotaVerdict int
+
+const (
+	// QuotaUnknown: the structured fields do not say; the message decides.
+	QuotaUnknown QuotaVerdict = iota
+	// QuotaPacing: a rate limit; wait, then retry within the budget.
+	QuotaPacing
+	// QuotaExhausted: billing or a quota that a wait within the call does
+	// not restore (a per-day quota, insufficient_quota); final.
+	QuotaExhausted
+)
 
 // Emit hands one event to the stream. It returns false when the caller has
 // gone; the decoder must then stop and return ErrAborted.
