@@ -69,6 +69,8 @@ type Server struct {
 	script  []Step
 	reqs    []Recorded
 	lim     limiter
+	// limitedAt holds when each 429 was sent (the server's clock).
+	limitedAt []time.Time
 	respond func(Recorded) Step // SetResponder
 
 	connMu sync.Mutex
@@ -174,6 +176,15 @@ func (s *Server) OpenConns() int {
 // RateLimited is how many 429 responses the server sent, scripted or from
 // the rate-limit emulation.
 func (s *Server) RateLimited() int { return int(s.limited.Load()) }
+
+// RateLimitedAt returns when each 429 was sent, oldest first, on the
+// server's clock (WithClock's, else the wall clock): a pacing test counts
+// the refusals after the first window.
+func (s *Server) RateLimitedAt() []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Time(nil), s.limitedAt...)
+}
 
 // CloseClientConnections closes every open client connection; requests in
 // flight fail on the client side.
@@ -449,6 +460,9 @@ func (s *Server) writeError(w http.ResponseWriter, c codec, status int, f *Fault
 	h.Set("Content-Length", itoa(len(body)))
 	if status == http.StatusTooManyRequests {
 		s.limited.Add(1)
+		s.mu.Lock()
+		s.limitedAt = append(s.limitedAt, s.now())
+		s.mu.Unlock()
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
