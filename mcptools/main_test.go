@@ -51,7 +51,9 @@ func serverBin(t testing.TB, name string) string {
 	return p
 }
 
-func everything(t testing.TB) []string { return []string{serverBin(t, "mcp-server-everything"), "stdio"} }
+func everything(t testing.TB) []string {
+	return []string{serverBin(t, "mcp-server-everything"), "stdio"}
+}
 
 // shorten makes restarts quick for the test.
 func shorten(t testing.TB) {
