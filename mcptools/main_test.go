@@ -216,3 +216,5 @@ func simClient(t testing.TB) *providers.Client {
 	}
 	return c
 }
+
+func killPID(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
