@@ -35,3 +35,16 @@ func (p *Prices) costOf(served string, u llm.Usage, native bool) *Cost {
 	}
 	return &Cost{USD: price.Cost(u, native)}
 }
+
+// savingOf is what the batch discount saved on one native answer: its
+// live cost minus its batch cost; nil when the model has no price.
+func (p *Prices) savingOf(served string, u llm.Usage) *Cost {
+	if p == nil {
+		return nil
+	}
+	price, ok := p.Models.Lookup(served)
+	if !ok {
+		return nil
+	}
+	return &Cost{USD: price.Cost(u, false) - price.Cost(u, true)}
+}

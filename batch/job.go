@@ -46,6 +46,9 @@ type Job struct {
 	Observe func(Event)
 	// Prices, when set, prices each answer (Result cost, Report totals).
 	Prices *Prices
+	// Native, when set, sends the chat lines it can to the providers'
+	// batch APIs (see Native); the others run live on Runner.
+	Native *Native
 }
 
 // EventKind says what an Event reports.
@@ -65,6 +68,13 @@ const (
 	EventDefaultModel
 	// EventInternal: a bug (a panic) cost an item; Err says what.
 	EventInternal
+	// EventRemote: a native batch was submitted, polled or refused
+	// (Remote; Err when a poll or submit failed).
+	EventRemote
+	// EventNotRun: a native batch gave a line back without running it
+	// (expired or cancelled; Err names the code). Nothing is written: a
+	// resumed job runs it live.
+	EventNotRun
 )
 
 // Event is one progress event of a job.
@@ -80,6 +90,10 @@ type Event struct {
 	Embed bool
 	Why   string
 	Err   error
+	// Remote is the batch an EventRemote is about.
+	Remote *RemoteStatus
+	// Native reports an item answered by a provider's batch API.
+	Native bool
 }
 
 // BadLine is an input line the job could not run.
@@ -102,8 +116,12 @@ type ModelSummary struct {
 	// (a model without a price has Priced 0 and shows "-").
 	Cost   Cost
 	Priced int
-	// Native says the lines ran on the provider's batch API.
-	Native bool
+	// Native counts the lines answered by the provider's batch API;
+	// Saved is what the batch discount saved on them (priced ones only).
+	Native int
+	Saved  Cost
+	// NotRun counts lines a native batch expired or cancelled.
+	NotRun int
 }
 
 // Report is what a job did.
@@ -118,6 +136,14 @@ type Report struct {
 	BadLines  []BadLine
 	// Models is the per-model summary, in the order models first appeared.
 	Models []ModelSummary
+	// NotRun are the lines native batches expired or cancelled: not
+	// written, so a resumed job runs them live.
+	NotRun []string
+	// Unsubmitted counts the lines a Cancel run left alone.
+	Unsubmitted int
+	// Remote lists the native batches still running when the job
+	// returned (interrupted): a resumed job picks them up.
+	Remote []RemoteStatus
 	// Interrupted reports that the context ended before the input did.
 	Interrupted bool
 	Elapsed     time.Duration
@@ -182,8 +208,12 @@ type result struct {
 	failed    bool
 	cancelled bool
 	native    bool
+	written   bool   // native: the line is already in the output
+	notRun    string // native: CodeExpired or CodeCancelled
+	internal  error  // a panic in do
 	usage     llm.Usage
 	cost      *Cost
+	saved     *Cost
 	err       error
 	start     time.Time
 	end       time.Time
@@ -232,54 +262,97 @@ func Run(ctx context.Context, j Job) (*Report, error) {
 
 func (r *run) run(ctx context.Context) (*Report, error) {
 	start := time.Now()
+	var nat *native
+	if r.j.Native != nil {
+		var err error
+		if nat, err = r.openNative(); err != nil {
+			return nil, err
+		}
+		defer nat.j.close()
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	items := make(chan *item)
-	var readErr error
-	var readDone sync.WaitGroup
+	var readErr, nativeErr error
+	readDone := make(chan struct{})
 	var skipped int
-	readDone.Add(1)
 	go func() {
-		defer readDone.Done()
+		defer close(readDone)
 		defer close(items)
-		skipped, readErr = r.read(ctx, items)
+		skipped, readErr = r.read(ctx, items, nat)
 	}()
-	results := pipeline.Map(ctx, items, func(ctx context.Context, it *item) (*result, llm.Usage, error) {
+	live := pipeline.Map(ctx, items, func(ctx context.Context, it *item) (*result, llm.Usage, error) {
 		res := r.do(ctx, it)
 		return res, res.usage, nil
 	}, pipeline.BatchOptions{Concurrency: r.j.Concurrency})
+	results := make(chan *result)
+	var feeders sync.WaitGroup
+	feeders.Add(1)
+	go func() {
+		defer feeders.Done()
+		for it := range live {
+			res := it.Value
+			if it.Err != nil || res == nil {
+				res = &result{internal: fmt.Errorf("internal error: %v", it.Err)}
+			}
+			results <- res
+		}
+	}()
+	if nat != nil {
+		feeders.Add(1)
+		go func() {
+			defer feeders.Done()
+			<-readDone
+			if readErr == nil && ctx.Err() == nil {
+				nativeErr = nat.run(ctx, results)
+			}
+		}()
+	}
+	go func() {
+		feeders.Wait()
+		close(results)
+	}()
 	rep, writeErr := r.collect(results, cancel)
-	readDone.Wait()
+	<-readDone
 	rep.Skipped = skipped
 	rep.Interrupted = ctx.Err() != nil && writeErr == nil
 	rep.Elapsed = time.Since(start)
+	if nat != nil {
+		rep.Unsubmitted = nat.skipped
+		for _, b := range nat.j.pending() {
+			rep.Remote = append(rep.Remote, RemoteStatus{Provider: b.provider, BatchID: b.batchID, Total: len(b.ids), Elapsed: time.Since(b.at)})
+		}
+	}
 	switch {
 	case writeErr != nil:
 		return rep, writeErr
 	case readErr != nil:
 		return rep, &InputError{Name: r.j.InputName, Err: readErr}
+	case nativeErr != nil:
+		return rep, nativeErr
 	}
 	return rep, nil
 }
 
 // collect writes the results as they come and adds them up.
-func (r *run) collect(results <-chan pipeline.Item[*result], cancel context.CancelFunc) (*Report, error) {
+func (r *run) collect(results <-chan *result, cancel context.CancelFunc) (*Report, error) {
 	rep := &Report{}
 	stats := map[string]*modelStat{}
 	var order []string
 	var writeErr error
-	for it := range results {
-		res := it.Value
-		if it.Err != nil || res == nil { // a panic in do: a bug, reported as such
+	for res := range results {
+		if res.internal != nil { // a panic in do: a bug, reported as such
 			rep.Failed++
-			r.emit(Event{Kind: EventInternal, Failed: true, Err: it.Err})
+			r.emit(Event{Kind: EventInternal, Failed: true, Err: res.internal})
 			continue
 		}
 		if res.cancelled {
 			rep.Cancelled++
 			continue
 		}
-		if res.out != nil && writeErr == nil {
+		if res.written {
+			rep.Written++
+		} else if res.out != nil && writeErr == nil {
 			if writeErr = r.j.Output.write(res.item.customID, res.out); writeErr != nil {
 				cancel()
 			} else {
@@ -323,9 +396,20 @@ func (r *run) account(rep *Report, stats map[string]*modelStat, order *[]string,
 		stats[it.model] = ms
 		*order = append(*order, it.model)
 	}
+	if res.notRun != "" {
+		ms.NotRun++
+		rep.NotRun = append(rep.NotRun, it.customID)
+		r.emit(Event{Kind: EventNotRun, Line: it.line, CustomID: it.customID, Model: it.model, Native: true, Err: res.err})
+		return
+	}
 	ms.Requests++
 	ms.Tokens += int64(tokens)
-	ms.Native = ms.Native || res.native
+	if res.native {
+		ms.Native++
+	}
+	if res.saved != nil {
+		ms.Saved = ms.Saved.Add(*res.saved)
+	}
 	if res.cost != nil {
 		ms.Cost = ms.Cost.Add(*res.cost)
 		ms.Priced++
@@ -342,12 +426,12 @@ func (r *run) account(rep *Report, stats map[string]*modelStat, order *[]string,
 	} else {
 		rep.Succeeded++
 	}
-	r.emit(Event{Kind: EventDone, Line: it.line, CustomID: it.customID, Model: it.model, Failed: res.failed, Tokens: tokens, Cost: res.cost, Err: res.err})
+	r.emit(Event{Kind: EventDone, Line: it.line, CustomID: it.customID, Model: it.model, Failed: res.failed, Tokens: tokens, Cost: res.cost, Err: res.err, Native: res.native})
 }
 
 // read parses the input, sending one item per line to be done. It returns
 // how many lines were skipped as already done.
-func (r *run) read(ctx context.Context, items chan<- *item) (int, error) {
+func (r *run) read(ctx context.Context, items chan<- *item, nat *native) (int, error) {
 	br := bufio.NewReaderSize(r.j.Input, 1<<20)
 	seen := map[string]int{}
 	skipped := 0
@@ -363,10 +447,12 @@ func (r *run) read(ctx context.Context, items chan<- *item) (int, error) {
 		raw, err := br.ReadBytes('\n')
 		if len(bytes.TrimSpace(raw)) > 0 {
 			it, skip := r.parseLine(n, raw, seen)
-			if skip {
+			switch {
+			case skip:
 				skipped++
 				r.emit(Event{Kind: EventSkipped, Line: n, CustomID: it.customID})
-			} else if !send(it) {
+			case nat != nil && nat.take(it):
+			case !send(it):
 				return skipped, nil
 			}
 		}

@@ -70,6 +70,7 @@ type Output struct {
 	path string
 	done map[string]bool
 	cut  int64
+	mode Mode
 }
 
 // OpenOutput opens path for a job. In Resume mode it reads the custom_ids
@@ -77,7 +78,7 @@ type Output struct {
 // empty one); in Create mode a non-empty file is refused with
 // ErrOutputExists; Overwrite truncates.
 func OpenOutput(path string, mode Mode) (*Output, error) {
-	o := &Output{path: path, done: map[string]bool{}}
+	o := &Output{path: path, done: map[string]bool{}, mode: mode}
 	switch mode {
 	case Resume:
 		if err := o.scan(); err != nil {
