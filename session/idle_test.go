@@ -32,7 +32,7 @@ func TestIdlePassivation(t *testing.T) {
 	if r := h.wait("a"); r.Answer != "hello" {
 		t.Fatalf("turn: %+v", r)
 	}
-	h.srv.Push(llmtest.ToolCalls(call("c1", "refund", `{"order":7}`)), llmtest.Text("refunded"))
+	h.srv.Push(llmtest.ToolCalls(call("c1", "refund", `{"order":7}`)))
 	h.send("b", "refund order 7")
 	pend := h.pending("b", 1)
 	until(t, "both sessions passivated", func() bool { return len(h.m.active()) == 0 })
@@ -40,6 +40,21 @@ func TestIdlePassivation(t *testing.T) {
 	if s := h.snap("a"); len(s.History) != 2 || s.Last.Answer != "hello" {
 		t.Fatalf("a after passivation: %d messages, last %+v", len(s.History), s.Last)
 	}
+	// a's event stream was dropped with it (nobody read it); its numbers go
+	// on: a reader from 0 gets a gap for the first turn's events, then the
+	// second turn's, numbered after them.
+	until(t, "a passivated again", func() bool { return !slices.Contains(h.m.active(), "a") })
+	ch, stop := h.m.Events("a", 0)
+	h.srv.Push(llmtest.Text("again"))
+	h.send("a", "once more")
+	gap := <-ch
+	next := <-ch
+	stop()
+	h.wait("a")
+	if gap.Type != EventGap || gap.Missed < 3 || next.Type != EventTurnStarted || next.Turn != 2 || next.Seq != gap.Missed+1 {
+		t.Fatalf("events after reactivation: %+v, then %+v", gap, next)
+	}
+	until(t, "a passivated again", func() bool { return !slices.Contains(h.m.active(), "a") })
 	if got := h.snap("b").Pending; len(got) != 1 || got[0].ID != pend[0].ID || len(l.of("c1")) != 0 {
 		t.Fatalf("b after passivation: pending %+v, ran %d times", got, len(l.of("c1")))
 	}
@@ -52,6 +67,7 @@ func TestIdlePassivation(t *testing.T) {
 	if !slices.Contains(h.m.active(), "b") {
 		t.Fatal("a session with a caller in Wait was passivated")
 	}
+	h.srv.Push(llmtest.Text("refunded"))
 	if err := h.m.Resolve(ctx10(t), "b", pend[0].ID, true, "ok"); err != nil {
 		t.Fatalf("resolve: %v", err)
 	}
