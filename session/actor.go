@@ -117,23 +117,11 @@ func (a *sessionActor) Receive(c actor.Context) {
 		// A panic restarts the actor, which recovers from the journal;
 		// callers waiting here ask the new incarnation.
 		a.stopFlights(true)
-		for _, w := range a.waiters {
-			a.send(w, nil, errRestarted)
-		}
-		for _, w := range a.closeWaiters {
-			a.send(w, nil, errRestarted)
-		}
-		a.waiters, a.closeWaiters = nil, nil
+		a.dismiss(errRestarted, errRestarted)
 		return
 	case *actor.Stopping:
 		a.stopFlights(a.broken != nil)
-		for _, w := range a.waiters {
-			a.send(w, nil, ErrClosed)
-		}
-		for _, w := range a.closeWaiters {
-			a.send(w, nil, nil)
-		}
-		a.waiters, a.closeWaiters = nil, nil
+		a.dismiss(ErrClosed, nil)
 		return
 	case *actor.Stopped:
 		a.m.forget(a.id, a.e)
@@ -146,23 +134,13 @@ func (a *sessionActor) Receive(c actor.Context) {
 	case msgCancel:
 		a.onCancel()
 	case msgSnapshot:
-		if a.refuse() {
-			break
+		if a.admit() {
+			a.respond(a.snapshot(), nil)
 		}
-		if a.st.Seq == 0 {
-			a.respond(nil, ErrUnknownSession)
-			break
-		}
-		a.respond(a.snapshot(), nil)
 	case msgWait:
-		if a.refuse() {
-			break
+		if a.admit() {
+			a.waiters = append(a.waiters, c.Sender())
 		}
-		if a.st.Seq == 0 {
-			a.respond(nil, ErrUnknownSession)
-			break
-		}
-		a.waiters = append(a.waiters, c.Sender())
 	case msgClose:
 		a.onClose()
 	case msgModelDone:
@@ -187,6 +165,19 @@ func (a *sessionActor) Receive(c actor.Context) {
 	}
 	a.advance()
 	a.armIdle()
+}
+
+// admit answers a request that the session cannot take or that names a
+// session the journal does not know, and reports whether to go on.
+func (a *sessionActor) admit() bool {
+	if a.refuse() {
+		return false
+	}
+	if a.st.Seq == 0 {
+		a.respond(nil, ErrUnknownSession)
+		return false
+	}
+	return true
 }
 
 // refuse answers a request when the session cannot take it.
@@ -225,14 +216,20 @@ func (a *sessionActor) fail(err error) {
 		a.st = newState(a.id)
 	}
 	a.log.Error("session stopped", slog.String("error", err.Error()))
+	a.dismiss(err, nil)
+	a.ctx.Stop(a.self)
+}
+
+// dismiss answers every caller in Wait with waitErr and every caller in
+// Close with closeErr.
+func (a *sessionActor) dismiss(waitErr, closeErr error) {
 	for _, w := range a.waiters {
-		a.send(w, nil, err)
+		a.send(w, nil, waitErr)
 	}
 	for _, w := range a.closeWaiters {
-		a.send(w, nil, nil)
+		a.send(w, nil, closeErr)
 	}
 	a.waiters, a.closeWaiters = nil, nil
-	a.ctx.Stop(a.self)
 }
 
 // stopFlights stops timers and the model call; with cancelTools it also

@@ -45,11 +45,7 @@ func (a *sessionActor) onExpire(msg msgExpire) {
 }
 
 func (a *sessionActor) onResolve(msg msgResolve) {
-	if a.refuse() {
-		return
-	}
-	if a.st.Seq == 0 {
-		a.respond(nil, ErrUnknownSession)
+	if !a.admit() {
 		return
 	}
 	var c *callState

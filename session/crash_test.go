@@ -569,33 +569,27 @@ func checkScenario(t *testing.T, dir string, cm *crashModel, kills []kill) {
 		modelOut := map[int]bool{}
 		steers := 0
 		for _, r := range recs {
+			var err error
 			switch r.Kind {
 			case recToolStarted:
-				var p recToolStart
-				_ = json.Unmarshal(r.Data, &p)
-				started[p.Call] = append(started[p.Call], p)
+				err = decoded(r.Data, func(p recToolStart) { started[p.Call] = append(started[p.Call], p) })
 			case recToolFinished:
-				var p recToolEnd
-				_ = json.Unmarshal(r.Data, &p)
-				ends[p.Call]++
+				err = decoded(r.Data, func(p recToolEnd) { ends[p.Call]++ })
 			case recApprovalResolved:
-				var p recResolve
-				_ = json.Unmarshal(r.Data, &p)
-				resolves[p.Interrupt] = append(resolves[p.Interrupt], p)
+				err = decoded(r.Data, func(p recResolve) { resolves[p.Interrupt] = append(resolves[p.Interrupt], p) })
 			case recModelStarted:
-				var p recModelStart
-				_ = json.Unmarshal(r.Data, &p)
-				modelStarts[p.Step] = append(modelStarts[p.Step], p.Attempt)
+				err = decoded(r.Data, func(p recModelStart) { modelStarts[p.Step] = append(modelStarts[p.Step], p.Attempt) })
 			case recModelOutput:
-				var p recModelOut
-				_ = json.Unmarshal(r.Data, &p)
-				modelOut[p.Step] = true
+				err = decoded(r.Data, func(p recModelOut) { modelOut[p.Step] = true })
 			case recUserMessage:
-				var p recUser
-				_ = json.Unmarshal(r.Data, &p)
-				if p.Msg.Content == steerText {
-					steers++
-				}
+				err = decoded(r.Data, func(p recUser) {
+					if p.Msg.Content == steerText {
+						steers++
+					}
+				})
+			}
+			if err != nil {
+				t.Errorf("%s: record %d (%s): %v", id, r.Seq, r.Kind, err)
 			}
 		}
 		if steers > 1 {

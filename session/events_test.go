@@ -41,15 +41,7 @@ func TestEventStreamBound(t *testing.T) {
 	}
 	// turn_started, step_started, 100 deltas, turn_finished.
 	const total = 103
-	ch, stop := h.m.Events("s", 0)
-	var got []Event
-	for ev := range ch {
-		got = append(got, ev)
-		if ev.Seq == total {
-			break
-		}
-	}
-	stop()
+	got := readUntil(h.m, "s", 0, func(ev Event) bool { return ev.Seq == total })
 	if len(got) != bound+1 || got[0].Type != EventGap || got[0].Missed != total-bound {
 		t.Fatalf("late reader got %d events, first %+v", len(got), got[0])
 	}
@@ -62,17 +54,9 @@ func TestEventStreamBound(t *testing.T) {
 		t.Fatalf("last event %+v", last)
 	}
 	// Resume after seq total-3: exactly the last three, no gap.
-	ch, stop = h.m.Events("s", total-3)
-	var resumed []uint64
-	for ev := range ch {
-		resumed = append(resumed, ev.Seq)
-		if ev.Seq == total {
-			break
-		}
-	}
-	stop()
-	if len(resumed) != 3 || resumed[0] != total-2 {
-		t.Fatalf("resumed seqs = %v", resumed)
+	resumed := readUntil(h.m, "s", total-3, func(ev Event) bool { return ev.Seq == total })
+	if len(resumed) != 3 || resumed[0].Seq != total-2 {
+		t.Fatalf("resumed %d events, from seq %d", len(resumed), resumed[0].Seq)
 	}
 }
 
@@ -161,15 +145,7 @@ func TestEventStreamByteBound(t *testing.T) {
 	if r := h.wait("s"); r.Answer != strings.Join(deltas, "") {
 		t.Fatalf("answer of %d bytes", len(r.Answer))
 	}
-	ch, stop := h.m.Events("s", 0)
-	var got []Event
-	for ev := range ch {
-		got = append(got, ev)
-		if ev.Type == EventTurnFinished {
-			break
-		}
-	}
-	stop()
+	got := readUntil(h.m, "s", 0, func(ev Event) bool { return ev.Type == EventTurnFinished })
 	if len(got) < 2 || got[0].Type != EventGap {
 		t.Fatalf("late reader got %d events, first %+v; want a gap first", len(got), got[0].Type)
 	}
@@ -181,4 +157,19 @@ func TestEventStreamByteBound(t *testing.T) {
 	if size > bound || len(got[1:]) != 4 || got[0].Missed != 5 || got[1].Text != deltas[3] {
 		t.Fatalf("held %d events of %d bytes after a gap of %d; want 4 (the last 3 deltas and turn_finished) within %d", len(got[1:]), size, got[0].Missed, bound)
 	}
+}
+
+// readUntil reads a session's events with Seq > after up to the one last
+// accepts, then stops reading.
+func readUntil(m *Manager, id string, after uint64, last func(Event) bool) []Event {
+	ch, stop := m.Events(id, after)
+	defer stop()
+	var got []Event
+	for ev := range ch {
+		got = append(got, ev)
+		if last(ev) {
+			break
+		}
+	}
+	return got
 }

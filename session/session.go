@@ -192,28 +192,14 @@ func newManager(opt Options, kit *actorkit.System) (*Manager, error) {
 	if !opt.DefaultEffect.Valid() {
 		return nil, &llm.ConfigError{Field: "DefaultEffect", Msg: fmt.Sprintf("unknown effect %q", opt.DefaultEffect)}
 	}
-	if opt.ToolTimeout <= 0 {
-		opt.ToolTimeout = DefaultToolTimeout
-	}
-	if opt.ModelTimeout <= 0 {
-		opt.ModelTimeout = DefaultModelTimeout
-	}
-	if opt.RetryBackoff <= 0 {
-		opt.RetryBackoff = DefaultRetryBackoff
-	}
-	if opt.ModelAttempts <= 0 {
-		opt.ModelAttempts = DefaultModelAttempts
-	}
-	if opt.MaxModelCalls <= 0 {
-		opt.MaxModelCalls = DefaultMaxModelCalls
-	}
-	if opt.EventBuffer <= 0 {
-		opt.EventBuffer = DefaultEventBuffer
-	}
-	if opt.EventBufferBytes <= 0 {
-		opt.EventBufferBytes = DefaultEventBufferBytes
-	}
-	if opt.IdleTimeout == 0 {
+	orDefault(&opt.ToolTimeout, DefaultToolTimeout)
+	orDefault(&opt.ModelTimeout, DefaultModelTimeout)
+	orDefault(&opt.RetryBackoff, DefaultRetryBackoff)
+	orDefault(&opt.ModelAttempts, DefaultModelAttempts)
+	orDefault(&opt.MaxModelCalls, DefaultMaxModelCalls)
+	orDefault(&opt.EventBuffer, DefaultEventBuffer)
+	orDefault(&opt.EventBufferBytes, DefaultEventBufferBytes)
+	if opt.IdleTimeout == 0 { // negative: never
 		opt.IdleTimeout = DefaultIdleTimeout
 	}
 	if opt.Media == nil {
@@ -270,6 +256,13 @@ func newManager(opt Options, kit *actorkit.System) (*Manager, error) {
 	m.kit, m.sys = kit, kit.Sys
 	m.base, m.cancel = context.WithCancel(context.Background())
 	return m, nil
+}
+
+// orDefault sets *v to def when it is zero or negative.
+func orDefault[T int | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // Media returns the Manager's media store, for uploading images ahead of

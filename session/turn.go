@@ -48,11 +48,7 @@ func (a *sessionActor) turnFinished(status TurnStatus) {
 }
 
 func (a *sessionActor) onCancel() {
-	if a.refuse() {
-		return
-	}
-	if a.st.Seq == 0 {
-		a.respond(nil, ErrUnknownSession)
+	if !a.admit() {
 		return
 	}
 	t := a.st.Active
