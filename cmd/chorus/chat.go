@@ -27,7 +27,13 @@ they started answering, as soon as the one before them ends.
       --system TEXT     a system message
       --max-tokens N    output cap per model
       --json            print the event stream as JSON lines instead
-      --config FILE     chorus.yaml: aliases, providers, limits, defaults, sim
+      --config FILE     chorus.yaml: aliases, providers, limits, defaults, sim,
+                        mcp_servers
+      --mcp SERVER      offer the tools of an MCP server and run a tool loop:
+                        a name under mcp_servers in chorus.yaml, or a command
+                        line ("mcp-server-filesystem /tmp"; not trusted).
+                        Repeat for several. Prints each tool call and result,
+                        then the answer (not streamed)
 
 PROMPT is the remaining arguments joined by spaces; "-" reads it from stdin.
 Exit status: 0 every model answered, 1 some model failed, 2 usage error.
@@ -44,6 +50,7 @@ type chatOpts struct {
 	maxTokens int
 	json      bool
 	config    string
+	mcp       stringList
 	prompt    string
 }
 
@@ -58,6 +65,7 @@ func parseChatFlags(e env, args []string) (*chatOpts, error) {
 	fs.IntVar(&o.maxTokens, "max-tokens", 0, "")
 	fs.BoolVar(&o.json, "json", false, "")
 	fs.StringVar(&o.config, "config", "", "")
+	fs.Var(&o.mcp, "mcp", "")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -113,6 +121,9 @@ func cmdChat(ctx context.Context, e env, args []string) int {
 		req.Messages = append(req.Messages, llm.SystemText(o.system))
 	}
 	req.Messages = append(req.Messages, llm.UserText(o.prompt))
+	if len(o.mcp) > 0 {
+		return chatWithTools(ctx, e, st, o, models, req) // mcp.go
+	}
 	fan := pipeline.FanOut(ctx, st.rt, req, models...)
 	defer fan.Close()
 

@@ -35,6 +35,8 @@ import (
 //	  rpm: 600
 //	  tpm: 100000
 //	  window: 1m
+//	mcp_servers:              # MCP servers for chat --mcp (see mcp.go)
+//	  - {name: fs, command: [mcp-server-filesystem, /srv/data], trusted: true}
 type fileConfig struct {
 	path      string
 	aliases   []aliasDef
@@ -42,6 +44,7 @@ type fileConfig struct {
 	limits    map[string]runtime.Limits
 	defaults  struct{ chat, embed string }
 	sim       sim.Options
+	mcp       []mcpServerDef // mcp.go
 }
 
 type aliasDef struct {
@@ -128,8 +131,10 @@ func parseConfig(path string, data []byte) (*fileConfig, error) {
 			})
 		case "sim":
 			return p.simOptions(v, cfg)
+		case "mcp_servers":
+			return p.mcpServers(v, cfg) // mcp.go
 		}
-		return p.errf(k, "unknown key %q (known: aliases, providers, limits, defaults, sim)", key)
+		return p.errf(k, "unknown key %q (known: aliases, providers, limits, defaults, sim, mcp_servers)", key)
 	}); err != nil {
 		return nil, err
 	}
