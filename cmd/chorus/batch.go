@@ -13,6 +13,7 @@ import (
 
 	"github.com/chorusrt/chorus/batch"
 	"github.com/chorusrt/chorus/cluster"
+	"github.com/chorusrt/chorus/providers"
 	"github.com/chorusrt/chorus/runtime"
 )
 
@@ -30,7 +31,17 @@ one OpenAI Batch output line per custom_id.
       --resume            finish an interrupted output: skip the custom_ids
                           already in it, cut an unterminated last line
       --overwrite         start again over an existing non-empty output
-      --config FILE       chorus.yaml: aliases, providers, limits, defaults, sim
+      --config FILE       chorus.yaml: aliases, providers, limits, defaults, sim,
+                          prices (each result's cost, the summary's total)
+      --native            send chat lines to the providers' own batch APIs
+                          (OpenAI, Anthropic, Gemini: half price, results
+                          within 24h); other lines run live. The remote
+                          batch ids are kept in OUT.jsonl.batches: a killed
+                          or interrupted run goes on with --resume
+      --cancel            cancel the remote batches of an interrupted
+                          --native run, write what they finished, run
+                          nothing else (implies --native --resume)
+      --poll D            --native: time between two polls (default 30s)
       --cluster NAME      spread the lines over the members of a Chorus
                           cluster (chorus node) instead of calling from here;
                           this process joins as a client and alone writes
@@ -39,8 +50,9 @@ one OpenAI Batch output line per custom_id.
       --bind HOST:PORT    this client's actor address (default: a free
                           loopback port)
 
-Exit status: 0 all succeeded, 1 some item failed or an input line was bad,
-2 usage or setup error, 130 interrupted (run again with --resume).
+Exit status: 0 all succeeded, 1 some item failed or an input line was bad
+(or a native batch gave lines back unrun), 2 usage or setup error, 130
+interrupted (run again with --resume).
 `
 
 // batchOpts are the flags of chorus batch.
@@ -49,6 +61,8 @@ type batchOpts struct {
 	cluster, peers, bind               string
 	concurrency                        int
 	resume, overwrite                  bool
+	native, cancel                     bool
+	poll                               time.Duration
 }
 
 func parseBatchFlags(e env, args []string) (*batchOpts, error) {
@@ -71,8 +85,14 @@ func parseBatchFlags(e env, args []string) (*batchOpts, error) {
 	fs.BoolVar(&o.resume, "resume", false, "")
 	fs.BoolVar(&o.overwrite, "overwrite", false, "")
 	fs.StringVar(&o.config, "config", "", "")
+	fs.BoolVar(&o.native, "native", false, "")
+	fs.BoolVar(&o.cancel, "cancel", false, "")
+	fs.DurationVar(&o.poll, "poll", 30*time.Second, "")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if o.cancel {
+		o.native, o.resume = true, true
 	}
 	switch {
 	case fs.NArg() > 0:
@@ -83,8 +103,12 @@ func parseBatchFlags(e env, args []string) (*batchOpts, error) {
 		return nil, errors.New("-o is required: the output JSONL file")
 	case o.concurrency < 1:
 		return nil, fmt.Errorf("-c must be at least 1, got %d", o.concurrency)
+	case o.resume && o.overwrite && o.cancel:
+		return nil, errors.New("--cancel and --overwrite exclude each other")
 	case o.resume && o.overwrite:
 		return nil, errors.New("--resume and --overwrite exclude each other")
+	case o.poll <= 0:
+		return nil, fmt.Errorf("--poll must be positive, got %v", o.poll)
 	case o.in != "-" && sameFile(o.in, o.out):
 		return nil, fmt.Errorf("-o %s is the input file", o.out)
 	case o.cluster == "" && (o.peers != "" || o.bind != ""):
@@ -194,8 +218,20 @@ func runBatch(ctx context.Context, e env, o *batchOpts) int {
 		runner = n
 		fmt.Fprintf(e.stderr, "chorus batch: lines go to cluster %q (%d members)\n", o.cluster, len(n.Members()))
 	}
+	var native *batch.Native
+	if o.native {
+		native = &batch.Native{Clients: nativeClients(e), Poll: o.poll, Cancel: o.cancel}
+		if len(native.Clients) == 0 && !o.cancel {
+			fmt.Fprintln(e.stderr, "chorus batch: --native: no OpenAI, Anthropic or Gemini key is set; every line runs live")
+		}
+	}
+	var prices *batch.Prices
+	if len(st.cfg.prices) > 0 {
+		prices = &batch.Prices{Models: st.cfg.prices}
+	}
 	prog := newProgress(e.stderr, e.stderrTTY, e.width, total)
 	job := batch.Job{
+		Native: native, Prices: prices,
 		Input: in, InputName: o.in, Output: out, Runner: runner, Concurrency: o.concurrency,
 		DefaultModel: func(embed bool) (string, string, error) {
 			if embed && o.embedModel != "" {
@@ -221,7 +257,8 @@ func runBatch(ctx context.Context, e env, o *batchOpts) int {
 // batchObserver turns the job's events into the progress display and the
 // log lines above it (the first 20 bad lines, the default models).
 func batchObserver(o *batchOpts, prog *progress) func(batch.Event) {
-	bad := 0
+	bad, notRun := 0, 0
+	remote := map[string]string{} // batch id -> what the last poll said
 	return func(ev batch.Event) {
 		switch ev.Kind {
 		case batch.EventSkipped:
@@ -241,6 +278,29 @@ func batchObserver(o *batchOpts, prog *progress) func(batch.Event) {
 		case batch.EventInternal:
 			prog.item(true, 0)
 			prog.logf("chorus batch: internal error: %v", ev.Err)
+		case batch.EventNotRun:
+			prog.item(true, 0)
+			if notRun++; notRun <= 20 {
+				prog.logf("chorus batch: %s: not run: %v", ev.CustomID, ev.Err)
+			}
+		case batch.EventRemote:
+			r := ev.Remote
+			seen := fmt.Sprintf("%s %d %d", r.State, r.Succeeded, r.Failed)
+			if ev.Err == nil && remote[r.BatchID] == seen {
+				return // unchanged since the last poll
+			}
+			remote[r.BatchID] = seen
+			switch {
+			case ev.Err != nil && r.BatchID == "":
+				prog.logf("chorus batch: %s refused a batch of %d line(s): %v", r.Provider, r.Total, ev.Err)
+			case ev.Err != nil:
+				prog.logf("chorus batch: %s batch %s: %s: %v (polling again)", r.Provider, r.BatchID, r.State, ev.Err)
+			case r.State == "submitted":
+				prog.logf("chorus batch: submitted %d line(s) to %s as batch %s (ids in %s)", r.Total, r.Provider, r.BatchID, batch.JournalPath(o.out))
+			default:
+				prog.logf("chorus batch: %s batch %s: %s, %d/%d done, %d failed, %s elapsed", r.Provider, r.BatchID, r.State,
+					r.Succeeded+r.Failed, r.Total, r.Failed, r.Elapsed.Round(time.Second))
+			}
 		}
 	}
 }
@@ -249,6 +309,11 @@ func batchObserver(o *batchOpts, prog *progress) func(batch.Event) {
 // what to do next) and returns the exit status.
 func reportBatch(e env, o *batchOpts, st *stack, rep *batch.Report, runErr error) int {
 	if rep == nil {
+		if errors.Is(runErr, batch.ErrOutputExists) {
+			fmt.Fprintf(e.stderr, "chorus batch: %s %v of an interrupted --native run: pass --resume to finish it, --cancel to cancel its batches, or --overwrite to start again\n",
+				batch.JournalPath(o.out), batch.ErrOutputExists)
+			return 2
+		}
 		fmt.Fprintf(e.stderr, "chorus batch: %v\n", runErr)
 		return 2
 	}
@@ -266,9 +331,25 @@ func reportBatch(e env, o *batchOpts, st *stack, rep *batch.Report, runErr error
 	}
 	fmt.Fprintln(e.stderr)
 	if len(rep.Models) > 0 {
-		batchSummary(e, st, rep.Models)
+		batchSummary(e, st, rep.Models, len(st.cfg.prices) > 0 || o.native, len(st.cfg.prices) > 0)
 	}
 	fmt.Fprintf(e.stderr, "chorus batch: wrote %d line(s) to %s\n", rep.Written, o.out)
+	if len(rep.NotRun) > 0 {
+		fmt.Fprintf(e.stderr, "chorus batch: %d line(s) expired or were cancelled in their native batch and were not written; run again with --resume to run them live\n", len(rep.NotRun))
+	}
+	if rep.Unsubmitted > 0 {
+		fmt.Fprintf(e.stderr, "chorus batch: --cancel: %d line(s) not yet submitted were not run\n", rep.Unsubmitted)
+	}
+	if len(rep.Remote) > 0 {
+		for _, b := range rep.Remote {
+			id := b.BatchID
+			if id == "" {
+				id = "(submit unconfirmed)"
+			}
+			fmt.Fprintf(e.stderr, "chorus batch: %s batch %s (%d lines) keeps running remotely\n", b.Provider, id, b.Total)
+		}
+		fmt.Fprintf(e.stderr, "chorus batch: run again with --resume to wait for it and write its results, or with --cancel to cancel it\n")
+	}
 	var ie *batch.InputError
 	switch {
 	case errors.As(runErr, &ie):
@@ -280,7 +361,7 @@ func reportBatch(e env, o *batchOpts, st *stack, rep *batch.Report, runErr error
 	case rep.Interrupted:
 		fmt.Fprintf(e.stderr, "chorus batch: %d item(s) in flight were not written; run again with --resume to finish\n", rep.Cancelled)
 		return 130
-	case rep.Failed > 0 || len(rep.BadLines) > 0:
+	case rep.Failed > 0 || len(rep.BadLines) > 0 || len(rep.NotRun) > 0:
 		return 1
 	}
 	return 0
@@ -328,22 +409,72 @@ func lineList(lines []int) string {
 }
 
 // batchSummary prints the per-model table: the job's counts plus the
-// retries and 429s the attempt observer saw.
-func batchSummary(e env, st *stack, models []batch.ModelSummary) {
+// retries and 429s the attempt observer saw; with prices or --native, the
+// lines answered natively, the cost ("-" for a model without a price,
+// never a guess) and what the batch discount saved.
+func batchSummary(e env, st *stack, models []batch.ModelSummary, costs, priced bool) {
 	aliases := st.rt.Aliases()
 	w := len("model")
 	for _, m := range models {
 		w = max(w, len(m.Model))
 	}
-	fmt.Fprintf(e.stderr, "  %-*s %9s %7s %10s %8s %6s %9s\n", w, "model", "requests", "failed", "tokens", "retries", "429s", "wall")
+	extra := func(s batch.ModelSummary) string {
+		if !costs {
+			return ""
+		}
+		cost, saved := "-", "-"
+		if s.Priced > 0 {
+			cost, saved = fmt.Sprintf("$%.4f", s.Cost.USD), fmt.Sprintf("$%.4f", s.Saved.USD)
+		}
+		return fmt.Sprintf(" %7d %10s %10s", s.Native, cost, saved)
+	}
+	head := ""
+	if costs {
+		head = fmt.Sprintf(" %7s %10s %10s", "native", "cost", "saved")
+	}
+	fmt.Fprintf(e.stderr, "  %-*s %9s %7s %10s %8s %6s %9s%s\n", w, "model", "requests", "failed", "tokens", "retries", "429s", "wall", head)
+	var total batch.Cost
+	unpriced := 0
 	for _, s := range models {
 		names := []string{s.Model}
 		if t, ok := aliases[s.Model]; ok {
 			names = t
 		}
 		a := st.attempts.of(names...)
-		retries := max(a.attempts-int64(s.Requests), 0)
-		fmt.Fprintf(e.stderr, "  %-*s %9d %7d %10d %8d %6d %9s\n", w, s.Model, s.Requests, s.Failed, s.Tokens, retries, a.rateLimited,
-			s.Wall.Round(time.Millisecond))
+		retries := max(a.attempts-int64(s.Requests-s.Native), 0)
+		fmt.Fprintf(e.stderr, "  %-*s %9d %7d %10d %8d %6d %9s%s\n", w, s.Model, s.Requests, s.Failed, s.Tokens, retries, a.rateLimited,
+			s.Wall.Round(time.Millisecond), extra(s))
+		total = total.Add(s.Cost)
+		if s.Priced == 0 {
+			unpriced++
+		}
 	}
+	if priced {
+		note := ""
+		if unpriced > 0 {
+			note = fmt.Sprintf(" (%d model(s) without a price in prices: show -)", unpriced)
+		}
+		fmt.Fprintf(e.stderr, "chorus batch: cost $%.4f%s\n", total.USD, note)
+	}
+}
+
+// nativeClients are the credentials --native submits with: the first key
+// in the environment of openai, anthropic and gemini (an OpenAI-format
+// provider such as deepseek has no batch API: its lines run live).
+func nativeClients(e env) map[string]*providers.Client {
+	out := map[string]*providers.Client{}
+	for _, cfg := range providers.FromEnvFunc(e.getenv) {
+		if cfg.APIKey == "" || out[cfg.ID] != nil {
+			continue
+		}
+		switch cfg.ID { // the providers whose batch API Chorus speaks
+		case "openai", "anthropic", "gemini":
+		default:
+			continue
+		}
+		if c, err := providers.New(cfg); err == nil {
+			out[cfg.ID] = c
+		}
+	}
+	return out
 }

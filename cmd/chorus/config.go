@@ -11,6 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/providers"
 	"github.com/chorusrt/chorus/runtime"
 	"github.com/chorusrt/chorus/sim"
@@ -37,6 +38,8 @@ import (
 //	  window: 1m
 //	mcp_servers:              # MCP servers for chat --mcp (see mcp.go)
 //	  - {name: fs, command: [mcp-server-filesystem, /srv/data], trusted: true}
+//	prices:                   # USD per million tokens (see prices.go)
+//	  openai/gpt-4.1-mini: {input: 0.4, cached_input: 0.1, output: 1.6, batch_discount: 0.5}
 type fileConfig struct {
 	path      string
 	aliases   []aliasDef
@@ -45,6 +48,7 @@ type fileConfig struct {
 	defaults  struct{ chat, embed string }
 	sim       sim.Options
 	mcp       []mcpServerDef // mcp.go
+	prices    llm.Prices     // prices.go
 }
 
 type aliasDef struct {
@@ -133,8 +137,10 @@ func parseConfig(path string, data []byte) (*fileConfig, error) {
 			return p.simOptions(v, cfg)
 		case "mcp_servers":
 			return p.mcpServers(v, cfg) // mcp.go
+		case "prices":
+			return p.prices(v, cfg) // prices.go
 		}
-		return p.errf(k, "unknown key %q (known: aliases, providers, limits, defaults, sim, mcp_servers)", key)
+		return p.errf(k, "unknown key %q (known: aliases, providers, limits, defaults, sim, prices, mcp_servers)", key)
 	}); err != nil {
 		return nil, err
 	}
