@@ -6,6 +6,7 @@ require (
 	github.com/asynkron/protoactor-go v0.0.0-20240822202345-3c0e61ca19c9
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/labstack/echo v3.3.10+incompatible
+	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/reactivex/rxgo/v2 v2.5.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/term v0.48.0
@@ -38,7 +39,6 @@ require (
 	github.com/mattn/go-colorable v0.1.13 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/matttproud/golang_protobuf_extensions v1.0.4 // indirect
-	github.com/modelcontextprotocol/go-sdk v1.8.0 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/orcaman/concurrent-map v1.0.0 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect

@@ -224,3 +224,37 @@ func TestSessionServerKilled(t *testing.T) {
 		})
 	}
 }
+
+// TestThreeServers: server-everything, server-filesystem and server-memory
+// at once: every tool is offered once, under its server, and calls reach
+// the right server (server-memory's env names its file).
+func TestThreeServers(t *testing.T) {
+	dir := t.TempDir()
+	memFile := filepath.Join(dir, "memory.jsonl")
+	set := start(t, Options{Servers: []Server{
+		{Name: "everything", Command: everything(t)},
+		{Name: "fs", Command: filesystem(t, dir)},
+		{Name: "memory", Command: []string{serverBin(t, "mcp-server-memory")}, Env: map[string]string{"MEMORY_FILE_PATH": memFile}},
+	}})
+	owner := map[string]string{}
+	for _, tool := range set.Tools() {
+		owner[tool.Name] = tool.Server
+	}
+	for name, server := range map[string]string{"echo": "everything", "write_file": "fs", "create_entities": "memory", "read_graph": "memory"} {
+		if owner[name] != server {
+			t.Errorf("tool %s: server %q, want %q", name, owner[name], server)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := set.Call(ctx, "create_entities", []byte(`{"entities":[{"name":"chorus","entityType":"project","observations":["speaks MCP"]}]}`)); err != nil {
+		t.Fatal(err)
+	}
+	r, err := set.Call(ctx, "read_graph", nil)
+	if err != nil || r.IsError || !strings.Contains(r.Text, "speaks MCP") {
+		t.Fatalf("read_graph: %+v %v", r, err)
+	}
+	if b, err := os.ReadFile(memFile); err != nil || !strings.Contains(string(b), "speaks MCP") {
+		t.Errorf("the memory file: %q %v", b, err)
+	}
+}
