@@ -29,8 +29,9 @@
 //     fault; when it has a custom_id, an error line is written under it. A
 //     custom_id that repeats an earlier line is a bad line. Unknown request
 //     fields make a line bad rather than being dropped, except user,
-//     metadata, store, service_tier, stream, stream_options,
-//     safety_identifier and prompt_cache_key.
+//     metadata, store, service_tier, stream, stream_options and
+//     safety_identifier. prompt_cache_key and prompt_cache_retention
+//     become the request's llm.PromptCache (sent to OpenAI only).
 //   - Output ids derive from the custom_id (LineID), so a rerun writes the
 //     same ids. A chat body's model is "provider/model" as the provider
 //     named it; usage prompt_tokens counts all input, cached included, as

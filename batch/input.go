@@ -48,7 +48,7 @@ func decodeStrict(raw json.RawMessage, v any, field, want string) error {
 
 // ignoredChatFields are accepted and ignored: they change nothing in the
 // answer a batch writes.
-var ignoredChatFields = []string{"user", "metadata", "store", "service_tier", "stream", "stream_options", "safety_identifier", "prompt_cache_key"}
+var ignoredChatFields = []string{"user", "metadata", "store", "service_tier", "stream", "stream_options", "safety_identifier"}
 
 // chatFromOpenAI converts an OpenAI chat completion request body.
 func chatFromOpenAI(body json.RawMessage) (*llm.ChatRequest, error) {
@@ -120,6 +120,18 @@ func chatFromOpenAI(body json.RawMessage) (*llm.ChatRequest, error) {
 					err = fieldErr(f, "unknown effort %q (none, minimal, low, medium, high, xhigh)", s)
 				}
 				req.Reasoning = &llm.Reasoning{Effort: e}
+			}
+		case "prompt_cache_key", "prompt_cache_retention":
+			var v string
+			if err = decodeStrict(raw, &v, f, "a string"); err == nil {
+				if req.Cache == nil {
+					req.Cache = &llm.PromptCache{}
+				}
+				if name == "prompt_cache_key" {
+					req.Cache.Key = v
+				} else {
+					req.Cache.Retention = v
+				}
 			}
 		case "n":
 			var n int

@@ -347,3 +347,18 @@ func TestRunCost(t *testing.T) {
 		}
 	}
 }
+
+// TestInputPromptCache: prompt_cache_key and prompt_cache_retention in a
+// batch line become the request's prompt-cache options.
+func TestInputPromptCache(t *testing.T) {
+	req, err := chatFromOpenAI([]byte(`{"messages":[{"role":"user","content":"x"}],"prompt_cache_key":"k1","prompt_cache_retention":"24h"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.Cache == nil || req.Cache.Key != "k1" || req.Cache.Retention != "24h" {
+		t.Errorf("cache %+v", req.Cache)
+	}
+	if _, err := chatFromOpenAI([]byte(`{"messages":[{"role":"user","content":"x"}],"prompt_cache_key":7}`)); err == nil || !strings.Contains(err.Error(), "body.prompt_cache_key: want a string") {
+		t.Errorf("a number key: %v", err)
+	}
+}

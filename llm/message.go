@@ -96,6 +96,10 @@ type Message struct {
 	ToolCallID string
 	ToolName   string // optional; recovered from the history when empty
 	IsError    bool
+
+	// Cache, when set, is a prompt-cache breakpoint after this message
+	// (see CacheMark).
+	Cache *CacheMark
 }
 
 // SystemText returns a system message.
@@ -119,6 +123,9 @@ type Tool struct {
 	Description string
 	Parameters  json.RawMessage
 	Strict      bool
+	// Cache, when set, is a prompt-cache breakpoint after this tool's
+	// definition (see CacheMark).
+	Cache *CacheMark
 }
 
 // ToolChoiceMode says whether and which tools the model may call.
@@ -199,6 +206,11 @@ type ChatRequest struct {
 	// Headers are extra HTTP headers for this call. Authentication and
 	// framing headers are reserved and rejected by Validate.
 	Headers map[string]string
+
+	// Cache holds prompt-caching options (OpenAI prompt_cache_key and
+	// retention, Gemini cached content); breakpoints are marked on
+	// messages and tools (CacheMark).
+	Cache *PromptCache
 }
 
 // Ptr returns a pointer to v, for the optional fields of ChatRequest.

@@ -43,6 +43,9 @@ func (r *ChatRequest) Validate() error {
 	if len(r.Messages) == 0 {
 		return &ConfigError{Field: "messages", Msg: "is empty"}
 	}
+	if err := r.validateCache(); err != nil {
+		return err
+	}
 	inline := 0
 	for i := range r.Messages {
 		m := &r.Messages[i]

@@ -70,6 +70,8 @@ type block struct {
 	ToolUseID string // tool_result
 	Content   any    // tool_result: string or []block; nil omits it
 	IsError   bool   // tool_result
+
+	Cache *llm.CacheMark // any type: cache_control (cache.go)
 }
 
 type source struct {
@@ -79,8 +81,17 @@ type source struct {
 	URL       string `json:"url,omitempty"`
 }
 
-// MarshalJSON writes the fields of the block's type only.
+// MarshalJSON writes the fields of the block's type only, and its
+// cache_control when it is a cache breakpoint.
 func (b block) MarshalJSON() ([]byte, error) {
+	data, err := b.marshalFields()
+	if err != nil || b.Cache == nil {
+		return data, err
+	}
+	return withCacheControl(data, b.Cache)
+}
+
+func (b block) marshalFields() ([]byte, error) {
 	switch b.Type {
 	case "text":
 		return json.Marshal(struct {
@@ -126,6 +137,8 @@ type tool struct {
 	Description string          `json:"description,omitempty"`
 	InputSchema json.RawMessage `json:"input_schema"`
 	Strict      bool            `json:"strict,omitempty"`
+	// CacheControl marks a breakpoint after this tool (cache.go).
+	CacheControl *cacheControl `json:"cache_control,omitempty"`
 }
 
 type toolChoice struct {
@@ -188,7 +201,10 @@ func (Codec) ChatRequest(req *llm.ChatRequest, o wire.BuildOptions) (*wire.Reque
 		if len(bytes.TrimSpace(t.Parameters)) > 0 {
 			schema = t.Parameters
 		}
-		out.Tools = append(out.Tools, tool{Name: t.Name, Description: t.Description, InputSchema: schema, Strict: t.Strict})
+		out.Tools = append(out.Tools, tool{Name: t.Name, Description: t.Description, InputSchema: schema, Strict: t.Strict, CacheControl: cacheControlOf(t.Cache)})
+	}
+	if err := checkBreakpoints(req); err != nil {
+		return nil, err
 	}
 	out.ToolChoice = buildToolChoice(req, o.Learned)
 
@@ -315,6 +331,7 @@ func buildMessages(msgs []llm.Message, out *messagesRequest) error {
 		default:
 			return &llm.ConfigError{Field: f + ".role", Msg: fmt.Sprintf("unknown role %q", m.Role)}
 		}
+		markLastBlock(out, m) // cache.go
 	}
 	return nil
 }

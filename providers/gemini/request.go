@@ -29,6 +29,8 @@ type generateRequest struct {
 	Tools             []toolGroup       `json:"tools,omitempty"`
 	ToolConfig        *toolConfig       `json:"toolConfig,omitempty"`
 	GenerationConfig  *generationConfig `json:"generationConfig,omitempty"`
+	// CachedContent names the cached prefix the request reads (cache.go).
+	CachedContent string `json:"cachedContent,omitempty"`
 }
 
 type content struct {
@@ -171,6 +173,7 @@ func (Codec) ChatRequest(req *llm.ChatRequest, o wire.BuildOptions) (*wire.Reque
 		return nil, err
 	}
 	out.GenerationConfig = gc
+	out.CachedContent = cachedContent(req)
 
 	path := "/v1beta/models/" + url.PathEscape(model)
 	if o.Stream {

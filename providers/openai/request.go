@@ -35,6 +35,9 @@ type chatBody struct {
 	Thinking            *thinking       `json:"thinking,omitempty"`
 	ReasoningEffort     string          `json:"reasoning_effort,omitempty"`
 	IncludeReasoning    bool            `json:"include_reasoning,omitempty"`
+	// Prompt caching (cache.go).
+	PromptCacheKey       string `json:"prompt_cache_key,omitempty"`
+	PromptCacheRetention string `json:"prompt_cache_retention,omitempty"`
 }
 
 type streamOptions struct {
@@ -217,6 +220,7 @@ func (Codec) ChatRequest(req *llm.ChatRequest, o wire.BuildOptions) (*wire.Reque
 	if err := applyReasoning(&body, req.Reasoning, o); err != nil {
 		return nil, err
 	}
+	body.PromptCacheKey, body.PromptCacheRetention = promptCache(req, o)
 
 	return wire.PostJSON(chatPath, &body, o.Stream, req.Headers)
 }

@@ -129,6 +129,9 @@ type responsesBody struct {
 	Store             bool                `json:"store"`
 	Include           []string            `json:"include,omitempty"`
 	Stream            bool                `json:"stream,omitempty"`
+	// Prompt caching (cache.go).
+	PromptCacheKey       string `json:"prompt_cache_key,omitempty"`
+	PromptCacheRetention string `json:"prompt_cache_retention,omitempty"`
 }
 
 type responsesTool struct {
@@ -313,6 +316,7 @@ func (c ResponsesCodec) ChatRequest(req *llm.ChatRequest, o wire.BuildOptions) (
 		}
 	}
 
+	body.PromptCacheKey, body.PromptCacheRetention = promptCache(req, o)
 	return wire.PostJSON(responsesPath, &body, o.Stream, req.Headers)
 }
 
