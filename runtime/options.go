@@ -30,6 +30,7 @@ type options struct {
 	streamBuffer   int
 	placements     int
 	timeout        time.Duration
+	prices         llm.Prices // WithPrices (cost.go)
 	err            error
 }
 

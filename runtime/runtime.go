@@ -62,6 +62,7 @@ type cred struct {
 	attempts    atomic.Int64
 	retries     atomic.Int64
 	rateLimited atomic.Int64
+	costs       costBook // cost.go
 }
 
 // New spawns one actor per credential, in the process's shared actor
@@ -304,6 +305,7 @@ func (rt *Runtime) place(ctx context.Context, targets []target, cost int, call f
 				}
 			}
 			o := call(ctx, c, t.model)
+			rt.account(c, t, o) // cost.go
 			c.ref.Finish(finished(seq, o))
 			if o.err == nil {
 				return nil
@@ -484,6 +486,9 @@ type Stats struct {
 	RemainingTokens   int
 	CooldownUntil     time.Time
 	Learned           []string
+	// Costs adds up the priced answers per model (WithPrices); a model
+	// without a price has no entry, never a guessed cost.
+	Costs []ModelCost
 }
 
 // Stats returns a snapshot per credential, in registration order.
@@ -505,6 +510,7 @@ func (rt *Runtime) Stats() []Stats {
 				st.Learned = append(st.Learned, f.String())
 			}
 			sort.Strings(st.Learned)
+			st.Costs = c.costs.snapshot()
 			out = append(out, st)
 		}
 	}

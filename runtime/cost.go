@@ -1,0 +1,69 @@
+package runtime
+
+import (
+	"sort"
+	"sync"
+
+	"github.com/chorusrt/chorus/llm"
+)
+
+// WithPrices sets the prices the runtime adds up in Stats: US dollars per
+// million tokens, by "provider/model" as the call named it. Chorus ships
+// no price (invariant 5): a model without one has no cost.
+func WithPrices(p llm.Prices) Option {
+	return func(o *options) {
+		o.prices = make(llm.Prices, len(p))
+		for k, v := range p {
+			o.prices[k] = v
+		}
+	}
+}
+
+// ModelCost is what one credential's answers of one model cost.
+type ModelCost struct {
+	// Model is "provider/model".
+	Model string
+	USD   float64
+	// Calls counts the priced answers.
+	Calls int64
+}
+
+// costBook adds up one credential's costs.
+type costBook struct {
+	mu sync.Mutex
+	m  map[string]*ModelCost
+}
+
+// account prices one finished placement with usage.
+func (rt *Runtime) account(c *cred, t target, o outcome) {
+	if len(rt.opts.prices) == 0 || o.usage.IsZero() {
+		return
+	}
+	price, ok := rt.opts.prices.Lookup(t.name)
+	if !ok {
+		return
+	}
+	c.costs.mu.Lock()
+	defer c.costs.mu.Unlock()
+	if c.costs.m == nil {
+		c.costs.m = map[string]*ModelCost{}
+	}
+	mc := c.costs.m[t.name]
+	if mc == nil {
+		mc = &ModelCost{Model: t.name}
+		c.costs.m[t.name] = mc
+	}
+	mc.USD += price.Cost(o.usage, false)
+	mc.Calls++
+}
+
+func (b *costBook) snapshot() []ModelCost {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]ModelCost, 0, len(b.m))
+	for _, mc := range b.m {
+		out = append(out, *mc)
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].Model < out[k].Model })
+	return out
+}
