@@ -40,6 +40,39 @@
 //     item, bad line and announced default model. Report holds the counts
 //     and the per-model summary (requests, failed, tokens, wall, cost).
 //
+// # Native batch APIs
+//
+// With Job.Native, the chat lines of providers with a batch API and a
+// Client in Native.Clients go to that API (OpenAI Batch, Anthropic Message
+// Batches, Gemini Batch Mode with inlined requests), one batch per
+// provider (per model on Gemini), split at each API's limits; the other
+// lines run live on Runner. Each result becomes the output line the live
+// path writes. The guarantees, with the journal next to the output
+// (JournalPath, one synced line per step):
+//
+//   - An intent, with a token the batch carries (OpenAI metadata
+//     chorus_job, Gemini displayName), is durable before the submit
+//     starts; the batch id is durable as soon as the provider names it;
+//     the end is recorded once every result is in the output.
+//   - Resume never submits a line twice: the lines of a recorded batch are
+//     held for it; a batch whose id was lost is found by its token
+//     (Anthropic, which carries none: the batch created after the intent
+//     with the same number of requests) and, only when none exists, its
+//     lines are submitted again. Resume never writes a custom_id twice:
+//     results already in the output are skipped, so a download cut by a
+//     kill is simply done again.
+//   - Requests a batch expired or cancelled are reported (EventNotRun,
+//     Report.NotRun) and not written; the journal gives them back, and a
+//     resumed job runs them live.
+//   - A Create-mode job over an output whose journal records batches is
+//     refused (ErrOutputExists): it would submit twice. When ctx ends the
+//     remote batches keep running (Report.Remote); Native.Cancel cancels
+//     them and writes what they finished.
+//   - The journal holds ids, tokens and custom_ids, never a key.
+//
+// Native answers are priced with the model's batch discount; ModelSummary
+// counts them (Native) and what the discount saved (Saved).
+//
 // # Cost
 //
 // Prices come only from the caller (Job.Prices, "provider/model" to an

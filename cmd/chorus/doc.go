@@ -2,7 +2,7 @@
 // models and serves the built-in simulator, all through the Chorus runtime
 // (credential actors, pacing from learned limits, retries).
 //
-//	chorus batch -i IN.jsonl -o OUT.jsonl [-c N] [--model M] [--resume]
+//	chorus batch -i IN.jsonl -o OUT.jsonl [-c N] [--model M] [--resume] [--native | --cancel]
 //	chorus chat [-m provider/model]... PROMPT
 //	chorus models [provider]
 //	chorus sim [--addr 127.0.0.1:8088] [--rpm N] [--tpm N] [--latency D] [--tokens-per-second N]
@@ -20,7 +20,11 @@
 //     a key that has one (defaultModels: openai, anthropic, gemini,
 //     deepseek). chat without -m asks the default of every provider with a
 //     key. The choice is printed on stderr.
-//   - The job engine is package batch (the CLI is a shell over it).
+//   - The job engine is package batch (the CLI is a shell over it);
+//     --cluster fills its Runner with the cluster node. --native takes the
+//     first environment key of openai, anthropic and gemini; the summary
+//     gains native, cost and saved columns with prices: or --native only,
+//     so its default shape does not change.
 //   - Batch output is append-only: each line is built whole in memory and
 //     written with one write on an O_APPEND file by a single writer, so a
 //     killed run leaves whole lines (at worst an unterminated last one,
