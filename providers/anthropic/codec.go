@@ -63,11 +63,10 @@ func (Codec) ParseError(status int, body []byte) wire.ErrorInfo {
 	if err := json.Unmarshal(body, &e); err != nil || e.Error == nil {
 		return wire.ErrorInfo{}
 	}
-	info := wire.ErrorInfo{Type: e.Error.Type, Message: e.Error.Message}
-	if e.Error.Type == "rate_limit_error" {
-		info.Quota = wire.QuotaPacing
-	}
-	return info
+	// Anthropic's error type does not tell pacing from an exhausted quota
+	// (both may come as rate_limit_error): Quota stays unknown and the
+	// message decides.
+	return wire.ErrorInfo{Type: e.Error.Type, Message: e.Error.Message}
 }
 
 // apiError builds the error for an error envelope or stream error event.
