@@ -256,6 +256,16 @@ func Run(ctx context.Context, j Job) (*Report, error) {
 	if j.InputName == "" {
 		j.InputName = "input"
 	}
+	if j.Native == nil && j.Output.mode == Resume {
+		// Lines held by remote batches must not also run live.
+		jn, err := openJournalReadOnly(JournalPath(j.Output.Path()))
+		if err != nil {
+			return nil, err
+		}
+		if p := jn.pending(); len(p) > 0 {
+			return nil, &PendingError{Path: jn.path, Batches: len(p)}
+		}
+	}
 	r := &run{j: j, dflt: map[bool]defaultPick{}}
 	return r.run(ctx)
 }

@@ -85,6 +85,28 @@ func openJournal(path string, mode Mode) (*journal, error) {
 	return j, nil
 }
 
+// openJournalReadOnly reads a journal without opening it for writing (a
+// missing one is empty).
+func openJournalReadOnly(path string) (*journal, error) {
+	j := &journal{path: path, batches: map[string]*remoteBatch{}}
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return j, nil
+	}
+	return j, j.load()
+}
+
+// PendingError refuses to resume a job live while its journal records
+// remote batches not yet ended: their lines would run twice. Resume it
+// with Native (to wait for them) or Native.Cancel.
+type PendingError struct {
+	Path    string
+	Batches int
+}
+
+func (e *PendingError) Error() string {
+	return fmt.Sprintf("%s records %d remote batch(es) not yet ended: resume with native batches to wait for them, or cancel them", e.Path, e.Batches)
+}
+
 func (j *journal) load() error {
 	f, err := os.OpenFile(j.path, os.O_RDWR, 0)
 	if errors.Is(err, os.ErrNotExist) {

@@ -188,11 +188,8 @@ func TestNativeLostSubmitAnswer(t *testing.T) {
 			if !rep.Interrupted || len(srv.Batches()) != 1 {
 				t.Fatalf("first run: interrupted %v, %d batches", rep.Interrupted, len(srv.Batches()))
 			}
-			if _, err := OpenOutput(path, Create); err != nil {
-				t.Fatal(err) // the output is still empty...
-			}
-			if _, err := openJournal(JournalPath(path), Create); !errors.Is(err, ErrOutputExists) {
-				t.Fatalf("...but the journal refuses a fresh start: %v", err)
+			if _, err := OpenOutput(path, Create); !errors.Is(err, ErrOutputExists) {
+				t.Fatalf("the output is empty, but its journal must refuse a fresh start: %v", err)
 			}
 			out, _ = OpenOutput(path, Resume)
 			r := &fakeRunner{}
@@ -272,4 +269,45 @@ func keys[V any](m map[string]V) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestNativeJournalGuards: while the journal records a batch not yet
+// ended, a fresh job is refused and a live-only resume is refused (its
+// lines would run twice); Overwrite forgets the journal.
+func TestNativeJournalGuards(t *testing.T) {
+	srv := llmtest.NewServer(llmtest.WithBatchAPI(llmtest.BatchAPIOptions{Run: time.Hour}))
+	defer srv.Close()
+	in := chatLine("a", "openai/gpt-x", "p")
+	path := filepath.Join(t.TempDir(), "out.jsonl")
+	out, _ := OpenOutput(path, Create)
+	ctx, cancel := context.WithCancel(context.Background())
+	native := &Native{Clients: nativeClients(t, srv), Poll: 5 * time.Millisecond}
+	var once sync.Once
+	rep, _, _ := runJob(t, ctx, Job{Input: strings.NewReader(in), Output: out, Runner: &fakeRunner{}, Native: native,
+		Observe: func(ev Event) {
+			if ev.Kind == EventRemote && ev.Remote.State == "in_progress" {
+				once.Do(cancel)
+			}
+		}})
+	if len(rep.Remote) != 1 {
+		t.Fatalf("remote %+v", rep.Remote)
+	}
+	if _, err := OpenOutput(path, Create); !errors.Is(err, ErrOutputExists) {
+		t.Errorf("Create over a pending journal: %v", err)
+	}
+	out, _ = OpenOutput(path, Resume)
+	r := &fakeRunner{}
+	var pe *PendingError
+	if _, err := Run(context.Background(), Job{Input: strings.NewReader(in), Output: out, Runner: r}); !errors.As(err, &pe) || pe.Batches != 1 || r.calls.Load() != 0 {
+		t.Errorf("live resume: %v, %d calls", err, r.calls.Load())
+	}
+	_ = out.Close()
+	out, err := OpenOutput(path, Overwrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = out.Close()
+	if _, err := os.Stat(JournalPath(path)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Overwrite kept the journal: %v", err)
+	}
 }

@@ -25,8 +25,9 @@ const (
 )
 
 // ErrOutputExists is returned by OpenOutput in Create mode when the
-// output already holds results: resume it or overwrite it, never both by
-// accident.
+// output already holds results, or its journal (JournalPath) records the
+// remote batches of an interrupted native job: resume it or overwrite it,
+// never both by accident. Overwrite deletes the journal.
 var ErrOutputExists = errors.New("already holds results")
 
 // OutputError is a problem with the output file; Line is set when one
@@ -87,6 +88,14 @@ func OpenOutput(path string, mode Mode) (*Output, error) {
 	case Create:
 		if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
 			return nil, &OutputError{Path: path, Err: ErrOutputExists}
+		}
+		if fi, err := os.Stat(JournalPath(path)); err == nil && fi.Size() > 0 {
+			return nil, &OutputError{Path: JournalPath(path), Msg: "records remote batches of an earlier run", Err: ErrOutputExists}
+		}
+	case Overwrite:
+		// Starting again forgets the remote batches of an earlier run.
+		if err := os.Remove(JournalPath(path)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, &OutputError{Path: JournalPath(path), Err: err}
 		}
 	}
 	flags := os.O_WRONLY | os.O_CREATE | os.O_APPEND

@@ -191,6 +191,10 @@ func runBatch(ctx context.Context, e env, o *batchOpts) int {
 		mode = batch.Overwrite
 	}
 	out, err := batch.OpenOutput(o.out, mode)
+	if oe := (*batch.OutputError)(nil); errors.As(err, &oe) && oe.Path == batch.JournalPath(o.out) && errors.Is(err, batch.ErrOutputExists) {
+		return fail("%s %v of an interrupted --native run: pass --resume to finish it, --cancel to cancel its batches, or --overwrite to start again",
+			oe.Path, batch.ErrOutputExists)
+	}
 	if errors.Is(err, batch.ErrOutputExists) {
 		return fail("-o %s %v: pass --resume to finish it, or --overwrite to start again", o.out, batch.ErrOutputExists)
 	}
@@ -309,9 +313,8 @@ func batchObserver(o *batchOpts, prog *progress) func(batch.Event) {
 // what to do next) and returns the exit status.
 func reportBatch(e env, o *batchOpts, st *stack, rep *batch.Report, runErr error) int {
 	if rep == nil {
-		if errors.Is(runErr, batch.ErrOutputExists) {
-			fmt.Fprintf(e.stderr, "chorus batch: %s %v of an interrupted --native run: pass --resume to finish it, --cancel to cancel its batches, or --overwrite to start again\n",
-				batch.JournalPath(o.out), batch.ErrOutputExists)
+		if pe := (*batch.PendingError)(nil); errors.As(runErr, &pe) {
+			fmt.Fprintf(e.stderr, "chorus batch: %s records %d remote batch(es) of an interrupted --native run: add --native to wait for them, or use --cancel\n", pe.Path, pe.Batches)
 			return 2
 		}
 		fmt.Fprintf(e.stderr, "chorus batch: %v\n", runErr)
