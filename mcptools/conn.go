@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/chorusrt/chorus/llm"
@@ -32,7 +33,8 @@ type serverConn struct {
 	mu      sync.Mutex
 	cs      *mcp.ClientSession
 	proc    *process
-	ready   chan struct{} // closed while cs is set
+	dead    chan struct{} // closed once cs's connection ended
+	changed chan struct{} // closed (and replaced) when cs changes
 	refresh chan struct{} // a list change to fetch (buffered 1)
 }
 
@@ -49,7 +51,7 @@ func (p *process) pid() int {
 }
 
 func newServerConn(s *Set, cfg Server) *serverConn {
-	c := &serverConn{set: s, cfg: cfg, secrets: cfg.secrets(), ready: make(chan struct{}), refresh: make(chan struct{}, 1)}
+	c := &serverConn{set: s, cfg: cfg, secrets: cfg.secrets(), changed: make(chan struct{}), refresh: make(chan struct{}, 1)}
 	c.client = mcp.NewClient(&mcp.Implementation{Name: "chorus", Version: "1"}, &mcp.ClientOptions{
 		// No roots capability: Chorus offers none.
 		Capabilities: &mcp.ClientCapabilities{},
@@ -158,19 +160,25 @@ func (c *serverConn) toTool(name string, t *mcp.Tool) *Tool {
 	return tool
 }
 
-// up publishes a live session.
-func (c *serverConn) up(cs *mcp.ClientSession, proc *process) {
+// up publishes a live session; the returned channel closes when its
+// connection ends (the server died, or it was closed).
+func (c *serverConn) up(cs *mcp.ClientSession, proc *process) <-chan struct{} {
+	dead := make(chan struct{})
+	go func() { _ = cs.Wait(); close(dead) }()
 	c.mu.Lock()
-	c.cs, c.proc = cs, proc
-	close(c.ready)
+	c.cs, c.proc, c.dead = cs, proc, dead
+	close(c.changed)
+	c.changed = make(chan struct{})
 	c.mu.Unlock()
+	return dead
 }
 
 // down withdraws the session: calls from now on wait for the next one.
 func (c *serverConn) down() {
 	c.mu.Lock()
-	c.cs, c.proc = nil, nil
-	c.ready = make(chan struct{})
+	c.cs, c.proc, c.dead = nil, nil, nil
+	close(c.changed)
+	c.changed = make(chan struct{})
 	c.mu.Unlock()
 }
 
@@ -197,12 +205,10 @@ func (c *serverConn) stop(cs *mcp.ClientSession, proc *process) {
 // supervise watches the live session: it refetches the list on a change
 // notification, restarts the server (with backoff) when it dies, and stops
 // it when the Set closes.
-func (c *serverConn) supervise(cs *mcp.ClientSession, proc *process) {
+func (c *serverConn) supervise(cs *mcp.ClientSession, proc *process, dead <-chan struct{}) {
 	backoff := restartBackoff
 	for {
 		since := time.Now()
-		dead := make(chan struct{})
-		go func() { _ = cs.Wait(); close(dead) }()
 	watch:
 		for {
 			select {
@@ -253,29 +259,38 @@ func (c *serverConn) supervise(cs *mcp.ClientSession, proc *process) {
 				continue
 			}
 			c.set.replace(c.cfg.Name, list)
-			c.up(cs, proc)
+			dead = c.up(cs, proc)
 			c.set.log.Info("mcptools: server restarted", "server", c.cfg.Name, "pid", proc.pid())
 			break
 		}
 	}
 }
 
-// session waits for a live session.
-func (c *serverConn) session(ctx context.Context) (*mcp.ClientSession, error) {
+// session waits for a live session: one whose connection has not ended.
+func (c *serverConn) session(ctx context.Context) (*mcp.ClientSession, <-chan struct{}, error) {
 	for {
 		c.mu.Lock()
-		cs, ready := c.cs, c.ready
+		cs, dead, changed := c.cs, c.dead, c.changed
 		c.mu.Unlock()
-		if cs != nil {
-			return cs, nil
+		if cs != nil && !isClosed(dead) {
+			return cs, dead, nil
 		}
 		select {
-		case <-ready:
+		case <-changed:
 		case <-c.set.closing:
-			return nil, ErrClosed
+			return nil, nil, ErrClosed
 		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for the server to restart: %w", context.Cause(ctx))
+			return nil, nil, fmt.Errorf("waiting for the server to restart: %w", context.Cause(ctx))
 		}
+	}
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -295,13 +310,26 @@ func (c *serverConn) call(ctx context.Context, t *Tool, args json.RawMessage) (*
 	} else if !json.Valid(args) {
 		return nil, &CallError{Server: c.cfg.Name, Tool: t.Name, Err: errors.New("arguments are not valid JSON")}
 	}
-	cs, err := c.session(ctx)
+	cs, dead, err := c.session(ctx)
 	if err != nil {
 		return nil, &CallError{Server: c.cfg.Name, Tool: t.Name, Err: err}
 	}
 	p := &mcp.CallToolParams{Name: t.RemoteName, Arguments: args}
 	p.SetProgressToken(fmt.Sprintf("chorus-%d", c.calls.Add(1)))
 	r, err := cs.CallTool(ctx, p)
+	var werr *jsonrpc.Error
+	if err != nil && ctx.Err() == nil && !errors.As(err, &werr) {
+		// Not the server's answer: the connection may be failing (a dead
+		// process's EOF). Give it a moment to end, so that the next call
+		// waits for the restart instead of reaching the dying session.
+		t := time.NewTimer(deathGrace)
+		select {
+		case <-dead:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
 	if err != nil {
 		if cerr := context.Cause(ctx); cerr != nil && ctx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", cerr, ctx.Err())

@@ -150,7 +150,7 @@ func TestCancelReachesServer(t *testing.T) {
 func TestServerKilledMidCall(t *testing.T) {
 	shorten(t)
 	w := &wire{}
-	set := start(t, Options{Servers: []Server{{Name: "everything", Command: everything(t)}}, wrap: watched(w)})
+	set := start(t, Options{Servers: []Server{{Name: "everything", Command: everything(t)}}, wrap: watched(w), Logger: testLogger(t)})
 	conn := set.server("everything")
 	pid := conn.pid()
 	if pid == 0 {
@@ -171,6 +171,7 @@ func TestServerKilledMidCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := <-done
+	t.Logf("the interrupted call: %v", err)
 	var ce *CallError
 	if !errors.As(err, &ce) || errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("the interrupted call: want a *CallError for the lost server, got %T %v", err, err)

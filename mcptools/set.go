@@ -32,6 +32,9 @@ var (
 	// restartBackoffMax, and starts over once a server stayed up that long.
 	restartBackoff    = 100 * time.Millisecond
 	restartBackoffMax = 10 * time.Second
+	// deathGrace is how long a call that failed outside the protocol waits
+	// for its connection to end before returning.
+	deathGrace = time.Second
 	// defaultStopTimeout is how long Close waits for a command to exit after
 	// closing its stdin, before SIGTERM and then SIGKILL.
 	defaultStopTimeout = 2 * time.Second
@@ -184,8 +187,8 @@ func Start(ctx context.Context, opts Options) (*Set, error) {
 		return nil, errs[0]
 	}
 	for i, c := range s.servers {
-		c.up(res[i].cs, res[i].proc)
-		s.wg.Go(func() { c.supervise(res[i].cs, res[i].proc) })
+		dead := c.up(res[i].cs, res[i].proc)
+		s.wg.Go(func() { c.supervise(res[i].cs, res[i].proc, dead) })
 	}
 	return s, nil
 }
