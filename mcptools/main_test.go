@@ -160,7 +160,12 @@ func httpEverything(t *testing.T) string {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	cmd := exec.Command(bin, "streamableHttp")
-	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port))
+	loopback, err := filepath.Abs(filepath.Join("testdata", "loopback.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Listen on 127.0.0.1 only (the server itself listens on every interface).
+	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port), "NODE_OPTIONS=--import="+loopback)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -200,7 +205,38 @@ func httpEverything(t *testing.T) string {
 	case <-time.After(60 * time.Second):
 		t.Fatal("server-everything did not start listening")
 	}
+	if addr := listenAddr(port); addr != "127.0.0.1" {
+		t.Fatalf("server-everything listens on %q, want 127.0.0.1 only", addr)
+	}
 	return fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+}
+
+// listenAddr is the local address of the TCP socket listening on port
+// ("127.0.0.1", "0.0.0.0", "::", ...), from /proc/net/tcp and tcp6.
+func listenAddr(port int) string {
+	hexPort := fmt.Sprintf("%04X", port)
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, _ := os.ReadFile(f)
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			fs := strings.Fields(line)
+			if len(fs) < 4 || fs[3] != "0A" { // LISTEN
+				continue
+			}
+			ip, p, _ := strings.Cut(fs[1], ":")
+			if p != hexPort {
+				continue
+			}
+			switch ip {
+			case "0100007F":
+				return "127.0.0.1"
+			case "00000000":
+				return "0.0.0.0"
+			default:
+				return "other:" + ip
+			}
+		}
+	}
+	return ""
 }
 
 // simClient is a client of a fresh simulator, without retries.
