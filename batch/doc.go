@@ -31,7 +31,9 @@
 //     fields make a line bad rather than being dropped, except user,
 //     metadata, store, service_tier, stream, stream_options and
 //     safety_identifier. prompt_cache_key and prompt_cache_retention
-//     become the request's llm.PromptCache (sent to OpenAI only).
+//     become the request's llm.PromptCache (sent to OpenAI only);
+//     cache_control {"type": "ephemeral", "ttl": ...} on a content part or
+//     a tool becomes a llm.CacheMark on its message or tool (Anthropic).
 //   - Output ids derive from the custom_id (LineID), so a rerun writes the
 //     same ids. A chat body's model is "provider/model" as the provider
 //     named it; usage prompt_tokens counts all input, cached included, as

@@ -195,11 +195,11 @@ func messagesFromOpenAI(raw json.RawMessage) ([]llm.Message, error) {
 		default:
 			return nil, fieldErr(f+".role", "unknown role %q (system, developer, user, assistant, tool)", m.Role)
 		}
-		text, parts, err := contentFromOpenAI(m.Content, f+".content")
+		text, parts, mark, err := contentFromOpenAI(m.Content, f+".content")
 		if err != nil {
 			return nil, err
 		}
-		msg.Content, msg.Parts = text, parts
+		msg.Content, msg.Parts, msg.Cache = text, parts, mark
 		for j, tc := range m.ToolCalls {
 			if m.Role != "assistant" {
 				return nil, fieldErr(f+".tool_calls", "only assistant messages carry tool calls")
@@ -214,17 +214,40 @@ func messagesFromOpenAI(raw json.RawMessage) ([]llm.Message, error) {
 	return out, nil
 }
 
+// cacheControl is a prompt-cache breakpoint as gateways accept it in the
+// OpenAI format (on a content part or a tool): {"type": "ephemeral",
+// "ttl": "5m" | "1h"}.
+type cacheControl struct {
+	Type string `json:"type"`
+	TTL  string `json:"ttl"`
+}
+
+func (c *cacheControl) mark(field string) (*llm.CacheMark, error) {
+	if c == nil {
+		return nil, nil
+	}
+	if c.Type != "ephemeral" {
+		return nil, fieldErr(field+".type", "want \"ephemeral\", got %q", c.Type)
+	}
+	switch llm.CacheTTL(c.TTL) {
+	case llm.CacheTTLDefault, llm.CacheTTL5m, llm.CacheTTL1h:
+		return &llm.CacheMark{TTL: llm.CacheTTL(c.TTL)}, nil
+	}
+	return nil, fieldErr(field+".ttl", "unknown TTL %q (5m, 1h)", c.TTL)
+}
+
 // contentFromOpenAI reads a string, null, or a list of text, image_url and
-// file parts.
-func contentFromOpenAI(raw json.RawMessage, field string) (string, []llm.Part, error) {
+// file parts; a part's cache_control marks the message as a cache
+// breakpoint (Anthropic takes it; the other formats ignore it).
+func contentFromOpenAI(raw json.RawMessage, field string) (string, []llm.Part, *llm.CacheMark, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil, nil
+		return "", nil, nil, nil
 	}
 	if raw[0] == '"' {
 		var s string
 		err := decodeStrict(raw, &s, field, "a string or a list of parts")
-		return s, nil, err
+		return s, nil, nil, err
 	}
 	var parts []struct {
 		Type     string `json:"type"`
@@ -235,24 +258,31 @@ func contentFromOpenAI(raw json.RawMessage, field string) (string, []llm.Part, e
 		File *struct {
 			FileData string `json:"file_data"`
 		} `json:"file"`
+		CacheControl *cacheControl `json:"cache_control"`
 	}
 	if err := decodeStrict(raw, &parts, field, "a string or a list of parts"); err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	var out []llm.Part
+	var mark *llm.CacheMark
 	for i, p := range parts {
 		f := fmt.Sprintf("%s[%d]", field, i)
+		if m, err := p.CacheControl.mark(f + ".cache_control"); err != nil {
+			return "", nil, nil, err
+		} else if m != nil {
+			mark = m
+		}
 		switch p.Type {
 		case "text":
 			out = append(out, llm.TextPart(p.Text))
 		case "image_url":
 			if p.ImageURL == nil || p.ImageURL.URL == "" {
-				return "", nil, fieldErr(f+".image_url.url", "is missing")
+				return "", nil, nil, fieldErr(f+".image_url.url", "is missing")
 			}
 			if strings.HasPrefix(p.ImageURL.URL, "data:") {
 				mime, data, err := dataURL(p.ImageURL.URL, f+".image_url.url")
 				if err != nil {
-					return "", nil, err
+					return "", nil, nil, err
 				}
 				out = append(out, llm.ImagePart(mime, data))
 			} else {
@@ -260,15 +290,15 @@ func contentFromOpenAI(raw json.RawMessage, field string) (string, []llm.Part, e
 			}
 		case "file":
 			if p.File == nil || p.File.FileData == "" {
-				return "", nil, fieldErr(f+".file.file_data", "is missing (file ids are not supported)")
+				return "", nil, nil, fieldErr(f+".file.file_data", "is missing (file ids are not supported)")
 			}
 			_, data, err := dataURL(p.File.FileData, f+".file.file_data")
 			if err != nil {
-				return "", nil, err
+				return "", nil, nil, err
 			}
 			out = append(out, llm.DocumentPart(data))
 		default:
-			return "", nil, fieldErr(f+".type", "unsupported part type %q (text, image_url, file)", p.Type)
+			return "", nil, nil, fieldErr(f+".type", "unsupported part type %q (text, image_url, file)", p.Type)
 		}
 	}
 	// A content made only of text parts is plain text.
@@ -277,9 +307,9 @@ func contentFromOpenAI(raw json.RawMessage, field string) (string, []llm.Part, e
 		for i, p := range out {
 			texts[i] = p.Text
 		}
-		return strings.Join(texts, "\n"), nil, nil
+		return strings.Join(texts, "\n"), nil, mark, nil
 	}
-	return "", out, nil
+	return "", out, mark, nil
 }
 
 // dataURL decodes "data:<mime>;base64,<data>".
@@ -305,6 +335,7 @@ func toolsFromOpenAI(raw json.RawMessage) ([]llm.Tool, error) {
 			Parameters  json.RawMessage `json:"parameters"`
 			Strict      bool            `json:"strict"`
 		} `json:"function"`
+		CacheControl *cacheControl `json:"cache_control"`
 	}
 	if err := decodeStrict(raw, &tools, "body.tools", "a list of tools"); err != nil {
 		return nil, err
@@ -318,7 +349,11 @@ func toolsFromOpenAI(raw json.RawMessage) ([]llm.Tool, error) {
 		if t.Function == nil || t.Function.Name == "" {
 			return nil, fieldErr(f+".function.name", "is missing")
 		}
-		out = append(out, llm.Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters, Strict: t.Function.Strict})
+		mark, err := t.CacheControl.mark(f + ".cache_control")
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, llm.Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters, Strict: t.Function.Strict, Cache: mark})
 	}
 	return out, nil
 }

@@ -362,3 +362,26 @@ func TestInputPromptCache(t *testing.T) {
 		t.Errorf("a number key: %v", err)
 	}
 }
+
+// TestInputCacheControl: cache_control on a content part marks its
+// message, on a tool marks the tool (as gateways accept it in the OpenAI
+// format); a bad one names its JSON path.
+func TestInputCacheControl(t *testing.T) {
+	req, err := chatFromOpenAI([]byte(`{"messages":[
+		{"role":"system","content":[{"type":"text","text":"long","cache_control":{"type":"ephemeral","ttl":"1h"}}]},
+		{"role":"user","content":"q"}],
+		"tools":[{"type":"function","function":{"name":"f"},"cache_control":{"type":"ephemeral"}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := req.Messages[0]; m.Cache == nil || m.Cache.TTL != llm.CacheTTL1h || m.Content != "long" || req.Messages[1].Cache != nil {
+		t.Errorf("messages %+v", req.Messages)
+	}
+	if req.Tools[0].Cache == nil {
+		t.Errorf("tool not marked")
+	}
+	_, err = chatFromOpenAI([]byte(`{"messages":[{"role":"user","content":[{"type":"text","text":"x","cache_control":{"type":"ephemeral","ttl":"2h"}}]}]}`))
+	if err == nil || !strings.Contains(err.Error(), "body.messages[0].content[0].cache_control.ttl: unknown TTL") {
+		t.Errorf("bad TTL: %v", err)
+	}
+}

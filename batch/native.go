@@ -135,6 +135,10 @@ func nativePath(f providers.Format, path string) bool {
 	return false
 }
 
+// splitAt, when positive, caps the lines of one batch below the API's
+// own limits (tests set it to see a job split).
+var splitAt = 0
+
 func newToken() string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
@@ -262,6 +266,9 @@ func (n *native) submit(ctx context.Context, key string, items []*item) error {
 	provider, model, _ := strings.Cut(key, "/")
 	api := n.api(provider)
 	maxN, maxBytes := api.limits()
+	if splitAt > 0 {
+		maxN = min(maxN, splitAt)
+	}
 	for len(items) > 0 {
 		size, k := 0, 0
 		for k < len(items) && k < maxN && (k == 0 || size+len(n.bodies[items[k]])+256 <= maxBytes) {

@@ -311,3 +311,41 @@ func TestNativeJournalGuards(t *testing.T) {
 		t.Errorf("Overwrite kept the journal: %v", err)
 	}
 }
+
+// TestNativeSplits: a provider's lines above a batch's limit go to
+// several batches, each line in exactly one, and every result is written
+// once.
+func TestNativeSplits(t *testing.T) {
+	old := splitAt
+	splitAt = 2
+	t.Cleanup(func() { splitAt = old })
+	srv := llmtest.NewServer(llmtest.WithBatchAPI(llmtest.BatchAPIOptions{}))
+	defer srv.Close()
+	var lines []string
+	for _, id := range []string{"a", "b", "c", "d", "e"} {
+		lines = append(lines, chatLine(id, "anthropic/claude-x", "p"))
+	}
+	path := filepath.Join(t.TempDir(), "out.jsonl")
+	out, _ := OpenOutput(path, Create)
+	if _, _, err := runJob(t, context.Background(), Job{Input: strings.NewReader(strings.Join(lines, "\n")), Output: out, Runner: &fakeRunner{},
+		Native: &Native{Clients: nativeClients(t, srv), Poll: 5 * time.Millisecond}}); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, b := range srv.Batches() {
+		for _, id := range b.CustomIDs {
+			seen[id]++
+		}
+	}
+	if n := len(srv.Batches()); n != 3 || len(seen) != 5 {
+		t.Errorf("%d batches holding %v; want 3 batches, 5 lines once each", n, seen)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("%s submitted %d times", id, n)
+		}
+	}
+	if got := readOutput(t, path); len(got) != 5 {
+		t.Errorf("%d lines written", len(got))
+	}
+}
