@@ -85,8 +85,10 @@ type Event struct {
 	Model    string
 	Failed   bool
 	Tokens   int
-	// Cost is the item's cost when its model is priced.
+	// Cost is the item's cost when its model is priced; Saved is what the
+	// batch discount saved on a native item.
 	Cost  *Cost
+	Saved *Cost
 	Embed bool
 	Why   string
 	Err   error
@@ -227,14 +229,20 @@ type defaultPick struct {
 // run is one job running.
 type run struct {
 	j    Job
+	emu  sync.Mutex // emit
 	dmu  sync.Mutex
 	dflt map[bool]defaultPick
 }
 
+// emit hands ev to Observe, one event at a time: the reader, the
+// collector and the native poller each emit.
 func (r *run) emit(ev Event) {
-	if r.j.Observe != nil {
-		r.j.Observe(ev)
+	if r.j.Observe == nil {
+		return
 	}
+	r.emu.Lock()
+	defer r.emu.Unlock()
+	r.j.Observe(ev)
 }
 
 // Run runs the job until its input is done or ctx ends. Every line of the
@@ -436,7 +444,7 @@ func (r *run) account(rep *Report, stats map[string]*modelStat, order *[]string,
 	} else {
 		rep.Succeeded++
 	}
-	r.emit(Event{Kind: EventDone, Line: it.line, CustomID: it.customID, Model: it.model, Failed: res.failed, Tokens: tokens, Cost: res.cost, Err: res.err, Native: res.native})
+	r.emit(Event{Kind: EventDone, Line: it.line, CustomID: it.customID, Model: it.model, Failed: res.failed, Tokens: tokens, Cost: res.cost, Saved: res.saved, Err: res.err, Native: res.native})
 }
 
 // read parses the input, sending one item per line to be done. It returns

@@ -349,3 +349,33 @@ func TestNativeSplits(t *testing.T) {
 		t.Errorf("%d lines written", len(got))
 	}
 }
+
+// TestObserveOneAtATime: the reader, the collector and the native poller
+// all emit, yet Observe is never entered twice at once (an observer needs
+// no lock of its own).
+func TestObserveOneAtATime(t *testing.T) {
+	srv := llmtest.NewServer(llmtest.WithBatchAPI(llmtest.BatchAPIOptions{Run: 20 * time.Millisecond, Result: outcomes}))
+	defer srv.Close()
+	path := filepath.Join(t.TempDir(), "out.jsonl")
+	out, _ := OpenOutput(path, Create)
+	var inside, overlaps, events int // plain ints: the race detector watches them too
+	rep, err := Run(context.Background(), Job{Input: strings.NewReader(nativeInput()), Output: out, Runner: &fakeRunner{}, Concurrency: 4,
+		DefaultModel: func(bool) (string, string, error) { return "sim/echo", "test", nil },
+		Native:       &Native{Clients: nativeClients(t, srv), Poll: 2 * time.Millisecond},
+		Observe: func(Event) {
+			inside++
+			if inside > 1 {
+				overlaps++
+			}
+			events++
+			time.Sleep(50 * time.Microsecond)
+			inside--
+		}})
+	_ = out.Close()
+	if err != nil || rep.Written != 9 {
+		t.Fatalf("%v %+v", err, rep)
+	}
+	if overlaps > 0 || events == 0 {
+		t.Errorf("%d overlapping calls among %d events", overlaps, events)
+	}
+}

@@ -263,12 +263,17 @@ func runBatch(ctx context.Context, e env, o *batchOpts) int {
 func batchObserver(o *batchOpts, prog *progress) func(batch.Event) {
 	bad, notRun := 0, 0
 	remote := map[string]string{} // batch id -> what the last poll said
+	var saved batch.Cost          // what the batch discount saved so far
+	priced := false
 	return func(ev batch.Event) {
 		switch ev.Kind {
 		case batch.EventSkipped:
 			prog.skip()
 		case batch.EventDone:
 			prog.item(ev.Failed, ev.Tokens)
+			if ev.Saved != nil {
+				saved, priced = saved.Add(*ev.Saved), true
+			}
 		case batch.EventBadLine:
 			if bad++; bad <= 20 {
 				prog.logf("chorus batch: %s:%d: %v", o.in, ev.Line, ev.Err)
@@ -302,8 +307,12 @@ func batchObserver(o *batchOpts, prog *progress) func(batch.Event) {
 			case r.State == "submitted":
 				prog.logf("chorus batch: submitted %d line(s) to %s as batch %s (ids in %s)", r.Total, r.Provider, r.BatchID, batch.JournalPath(o.out))
 			default:
-				prog.logf("chorus batch: %s batch %s: %s, %d/%d done, %d failed, %s elapsed", r.Provider, r.BatchID, r.State,
-					r.Succeeded+r.Failed, r.Total, r.Failed, r.Elapsed.Round(time.Second))
+				note := ""
+				if priced {
+					note = fmt.Sprintf(", $%.4f saved so far", saved.USD)
+				}
+				prog.logf("chorus batch: %s batch %s: %s, %d/%d done, %d failed, %s elapsed%s", r.Provider, r.BatchID, r.State,
+					r.Succeeded+r.Failed, r.Total, r.Failed, r.Elapsed.Round(time.Second), note)
 			}
 		}
 	}

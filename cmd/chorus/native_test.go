@@ -70,7 +70,7 @@ func TestBatchNativeCLI(t *testing.T) {
 		t.Errorf("%d batches, want one per provider", n)
 	}
 	// 5 answers of 1000 in + 1000 out at half of $2 / $8 per million: $0.025.
-	for _, want := range []string{"submitted 5 line(s) to openai as batch", "submitted 5 line(s) to anthropic", "native", "$0.0250", "cost $0.0250 (2 model(s) without a price in prices: show -)"} {
+	for _, want := range []string{"submitted 5 line(s) to openai as batch", "submitted 5 line(s) to anthropic", "native", "$0.0250", "cost $0.0250 (2 model(s) without a price in prices: show -)", "$0.0250 saved so far"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}
