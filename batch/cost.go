@@ -11,6 +11,15 @@ type Cost struct {
 	USD float64
 }
 
+// usd is the cost for an output line's usage.cost: nil when unpriced.
+func (c *Cost) usd() *float64 {
+	if c == nil {
+		return nil
+	}
+	v := c.USD
+	return &v
+}
+
 // Add is the sum of two costs.
 func (c Cost) Add(o Cost) Cost { return Cost{USD: c.USD + o.USD} }
 

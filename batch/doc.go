@@ -79,6 +79,7 @@
 //
 // Prices come only from the caller (Job.Prices, "provider/model" to an
 // llm.Price). An answer is priced by the model that served it; a model
-// without a price has no cost (nil, shown "-"), never a guess. Error lines
-// cost nothing.
+// without a price has no cost (nil, shown "-"), never a guess. A priced
+// answer's output line carries usage.cost (US dollars, as OpenRouter
+// reports it). Error lines cost nothing.
 package batch

@@ -602,7 +602,9 @@ func (r *run) do(ctx context.Context, it *item) (res *result) {
 		}
 		res.usage = out.Usage
 		res.cost = r.j.Prices.costOf(servedModel(out.Meta, out.Model, it.model), out.Usage, false)
-		line = successLine(it.customID, out.Meta.RequestID, completionBody(out, it.model, time.Now()))
+		body := completionBody(out, it.model, time.Now())
+		body.Usage.Cost = res.cost.usd()
+		line = successLine(it.customID, out.Meta.RequestID, body)
 	case kindEmbed:
 		out, err := r.j.Runner.Embed(ctx, it.embed)
 		if err != nil {
@@ -610,7 +612,9 @@ func (r *run) do(ctx context.Context, it *item) (res *result) {
 		}
 		res.usage = out.Usage
 		res.cost = r.j.Prices.costOf(servedModel(out.Meta, out.Model, it.model), out.Usage, false)
-		line = successLine(it.customID, out.Meta.RequestID, embeddingBody(out, it.model, it.b64))
+		body := embeddingBody(out, it.model, it.b64)
+		body.Usage.Cost = res.cost.usd()
+		line = successLine(it.customID, out.Meta.RequestID, body)
 	}
 	out, err := encodeLine(line)
 	if err != nil {

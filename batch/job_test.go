@@ -334,6 +334,13 @@ func TestRunCost(t *testing.T) {
 			}
 		}
 	}
+	lines := readOutput(t, out.Path())
+	for id, want := range map[string]string{"a": `"cost":0.011475`, "c": ""} {
+		body := string(lines[id].Response.Body)
+		if want != "" && !strings.Contains(body, want) || want == "" && strings.Contains(body, `"cost"`) {
+			t.Errorf("%s: usage.cost in %s, want %q", id, body, want)
+		}
+	}
 	for _, m := range rep.Models {
 		switch m.Model {
 		case "p/priced":

@@ -414,7 +414,9 @@ func (n *native) finish(ctx context.Context, api batchAPI, b *remoteBatch, st re
 			res.usage = ri.res.Usage
 			res.cost = n.r.j.Prices.costOf(servedModel(ri.res.Meta, ri.res.Model, it.model), ri.res.Usage, true)
 			res.saved = n.r.j.Prices.savingOf(servedModel(ri.res.Meta, ri.res.Model, it.model), ri.res.Usage)
-			line = successLine(ri.customID, ri.res.Meta.RequestID, completionBody(ri.res, it.model, now))
+			body := completionBody(ri.res, it.model, now)
+			body.Usage.Cost = res.cost.usd()
+			line = successLine(ri.customID, ri.res.Meta.RequestID, body)
 		}
 		out, err := encodeLine(line)
 		if err != nil {

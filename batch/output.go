@@ -148,6 +148,9 @@ type completionUsage struct {
 	CompletionTokensDetails struct {
 		ReasoningTokens int `json:"reasoning_tokens"`
 	} `json:"completion_tokens_details"`
+	// Cost is the answer's cost in US dollars, as OpenRouter reports it,
+	// when the model has a price; absent otherwise (never a guess).
+	Cost *float64 `json:"cost,omitempty"`
 }
 
 // servedModel is "provider/model" for the model that answered: the
@@ -209,8 +212,9 @@ type embeddingList struct {
 	Data   []embeddingDatum `json:"data"`
 	Model  string           `json:"model"`
 	Usage  struct {
-		PromptTokens int `json:"prompt_tokens"`
-		TotalTokens  int `json:"total_tokens"`
+		PromptTokens int      `json:"prompt_tokens"`
+		TotalTokens  int      `json:"total_tokens"`
+		Cost         *float64 `json:"cost,omitempty"`
 	} `json:"usage"`
 }
 
