@@ -218,7 +218,7 @@ func (c *serverConn) supervise(cs *mcp.ClientSession, proc *process, dead <-chan
 				<-dead
 				return
 			case <-c.refresh:
-				ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+				ctx, cancel := context.WithTimeout(c.set.life, connectTimeout)
 				list, err := c.list(ctx, cs)
 				cancel()
 				if err != nil {
@@ -244,7 +244,7 @@ func (c *serverConn) supervise(cs *mcp.ClientSession, proc *process, dead <-chan
 			case <-time.After(backoff):
 			}
 			backoff = min(2*backoff, restartBackoffMax)
-			ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+			ctx, cancel := context.WithTimeout(c.set.life, connectTimeout)
 			var err error
 			var list []*Tool
 			cs, proc, err = c.connect(ctx)

@@ -99,11 +99,10 @@ func crashChild() int {
 	if _, err := m.Recover(ctx); err != nil {
 		return fail(err)
 	}
-	s, err := m.Snapshot(ctx, "crash")
-	if err != nil && !errors.Is(err, session.ErrUnknownSession) {
+	// The first run starts the session; the second recovers it.
+	if _, err := m.Snapshot(ctx, "crash"); err != nil && !errors.Is(err, session.ErrUnknownSession) {
 		return fail(err)
-	}
-	if err != nil {
+	} else if err != nil {
 		path := filepath.Join(dir, "files", "out.txt")
 		if err := m.Send(ctx, "crash", llm.UserText(`call write_file {"path":"`+path+`","content":"written once"}`)); err != nil {
 			return fail(err)
@@ -112,7 +111,8 @@ func crashChild() int {
 	if _, err := m.Wait(ctx, "crash"); err != nil {
 		return fail(err)
 	}
-	if s, err = m.Snapshot(ctx, "crash"); err != nil {
+	s, err := m.Snapshot(ctx, "crash")
+	if err != nil {
 		return fail(err)
 	}
 	b, _ := json.Marshal(s.Tools)

@@ -101,7 +101,10 @@ type Set struct {
 
 	closeOnce sync.Once
 	closing   chan struct{}
-	wg        sync.WaitGroup
+	// life ends with Close: it bounds restarts and list refreshes.
+	life    context.Context
+	endLife context.CancelFunc
+	wg      sync.WaitGroup
 }
 
 // Start starts every command server, connects to every URL server, lists
@@ -132,6 +135,7 @@ func Start(ctx context.Context, opts Options) (*Set, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	s := &Set{opts: opts, log: log, tools: map[string]*Tool{}, closing: make(chan struct{})}
+	s.life, s.endLife = context.WithCancel(context.Background())
 	for i := range opts.Servers {
 		s.servers = append(s.servers, newServerConn(s, opts.Servers[i]))
 	}
@@ -179,6 +183,7 @@ func Start(ctx context.Context, opts Options) (*Set, error) {
 		}
 	}
 	if len(errs) > 0 {
+		s.endLife()
 		for i, r := range res {
 			if r.err == nil {
 				s.servers[i].stop(r.cs, r.proc)
@@ -198,7 +203,7 @@ func Start(ctx context.Context, opts Options) (*Set, error) {
 // child process and goroutine, or until ctx ends. Calls after Close fail
 // with ErrClosed.
 func (s *Set) Close(ctx context.Context) error {
-	s.closeOnce.Do(func() { close(s.closing) })
+	s.closeOnce.Do(func() { close(s.closing); s.endLife() })
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	select {
