@@ -334,6 +334,13 @@ func (n *native) wait(ctx context.Context, results chan<- *result) error {
 			}
 			if err != nil {
 				n.r.emit(Event{Kind: EventRemote, Remote: &RemoteStatus{Provider: b.provider, BatchID: b.batchID, State: "poll failed"}, Err: err})
+				var ae *llm.APIError
+				if errors.As(err, &ae) && ae.Status/100 == 4 && ae.Status != 429 {
+					// The provider does not know the batch (deleted, another
+					// key): polling will not bring it back.
+					n.attempts[b.key]++
+					failures[b.key] = fmt.Errorf("polling %s batch %s: %w", b.provider, b.batchID, err)
+				}
 				continue // polled again next round
 			}
 			n.r.emit(Event{Kind: EventRemote, Remote: &RemoteStatus{Provider: b.provider, BatchID: b.batchID, State: st.State,

@@ -379,3 +379,35 @@ func TestObserveOneAtATime(t *testing.T) {
 		t.Errorf("%d overlapping calls among %d events", overlaps, events)
 	}
 }
+
+// TestNativeUnknownBatch: a journal naming a batch the provider does not
+// know (deleted, another key) ends the wait with an error naming it after
+// a few polls, instead of polling forever; the journal keeps it.
+func TestNativeUnknownBatch(t *testing.T) {
+	srv := llmtest.NewServer(llmtest.WithBatchAPI(llmtest.BatchAPIOptions{}))
+	defer srv.Close()
+	path := filepath.Join(t.TempDir(), "out.jsonl")
+	jn, err := openJournal(JournalPath(path), Create)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rec := range []journalRecord{
+		{Op: "intent", Key: "b1", Provider: "openai", Token: "chorus-x", IDs: []string{"a"}, At: time.Now()},
+		{Op: "submitted", Key: "b1", BatchID: "batch_gone"},
+	} {
+		if err := jn.record(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = jn.close()
+	out, _ := OpenOutput(path, Resume)
+	_, _, err = runJob(t, context.Background(), Job{Input: strings.NewReader(chatLine("a", "openai/gpt-x", "p")), Output: out, Runner: &fakeRunner{},
+		Native: &Native{Clients: nativeClients(t, srv), Poll: time.Millisecond}})
+	if err == nil || !strings.Contains(err.Error(), "batch_gone") {
+		t.Fatalf("err %v, want one naming batch_gone", err)
+	}
+	jn, _ = openJournalReadOnly(JournalPath(path))
+	if len(jn.pending()) != 1 {
+		t.Error("the journal lost the batch")
+	}
+}
