@@ -44,8 +44,8 @@
 //
 // # Native batch APIs
 //
-// With Job.Native, the chat lines of providers with a batch API and a
-// Client in Native.Clients go to that API (OpenAI Batch, Anthropic Message
+// With Job.Native, the chat lines (and OpenAI embedding lines) of
+// providers with a batch API and a Client in Native.Clients go to that API (OpenAI Batch, Anthropic Message
 // Batches, Gemini Batch Mode with inlined requests), one batch per
 // provider (per model on Gemini), split at each API's limits; the other
 // lines run live on Runner. Each result becomes the output line the live

@@ -35,11 +35,14 @@ type journalRecord struct {
 	At       time.Time `json:"at,omitzero"`
 	BatchID  string    `json:"batch_id,omitempty"`
 	Retry    []string  `json:"retry,omitempty"`
+	// Endpoint is the batch's endpoint when it is not chat completions.
+	Endpoint string `json:"endpoint,omitempty"`
 }
 
 // remoteBatch is what the journal knows of one batch.
 type remoteBatch struct {
 	key, provider, model, token string
+	endpoint                    string
 	ids                         []string
 	at                          time.Time
 	batchID                     string
@@ -152,7 +155,7 @@ func (j *journal) apply(rec journalRecord) {
 			j.batches[rec.Key] = b
 			j.order = append(j.order, rec.Key)
 		}
-		b.provider, b.model, b.token, b.ids, b.at = rec.Provider, rec.Model, rec.Token, rec.IDs, rec.At
+		b.provider, b.model, b.token, b.ids, b.at, b.endpoint = rec.Provider, rec.Model, rec.Token, rec.IDs, rec.At, rec.Endpoint
 	case "submitted":
 		if b != nil {
 			b.batchID = rec.BatchID

@@ -14,12 +14,13 @@ import (
 	"github.com/chorusrt/chorus/providers"
 )
 
-// Native sends a job's chat lines to the providers' own batch APIs
-// (OpenAI Batch, Anthropic Message Batches, Gemini Batch Mode with inlined
-// requests) instead of the live endpoints. Lines that cannot go there run
-// live on the Job's Runner: embedding lines, aliases, providers without a
-// Client here, formats without a batch API, and lines a previous native
-// run got back expired or cancelled.
+// Native sends a job's chat lines, and OpenAI's embedding lines, to the
+// providers' own batch APIs (OpenAI Batch, Anthropic Message Batches,
+// Gemini Batch Mode with inlined requests) instead of the live endpoints.
+// Lines that cannot go there run live on the Job's Runner: Gemini
+// embedding lines, aliases, providers without a Client here, formats
+// without a batch API, and lines a previous native run got back expired
+// or cancelled.
 type Native struct {
 	// Clients are the credentials batches are submitted with, by provider
 	// id (the "openai" of "openai/gpt-4.1-mini").
@@ -89,7 +90,7 @@ func (n *native) take(it *item) bool {
 		n.skipped++
 		return true
 	}
-	if it.kind != kindChat || n.retry[it.customID] {
+	if n.retry[it.customID] {
 		return false
 	}
 	provider, model, ok := strings.Cut(it.model, "/")
@@ -97,14 +98,11 @@ func (n *native) take(it *item) bool {
 	if !ok || c == nil || apiFor(c) == nil {
 		return false
 	}
-	path, body, err := encodeFor(c, it.chat, model)
-	if err != nil || !nativePath(c.Config().Format, path) {
-		return false // the live call reports the error, or takes the route
+	body, ok := encodeItem(c, it)
+	if !ok {
+		return false // the live call reports the error, or takes its route
 	}
-	key := provider
-	if c.Config().Format == providers.FormatGemini {
-		key += "/" + model // a Gemini batch names its model
-	}
+	key := groupKey(c, provider, model, it.kind)
 	if _, ok := n.groups[key]; !ok {
 		n.gorder = append(n.gorder, key)
 	}
@@ -113,12 +111,51 @@ func (n *native) take(it *item) bool {
 	return true
 }
 
-// encodeFor is the body of req as the provider gets it: its model named
-// without the provider prefix, as the runtime sends it.
-func encodeFor(c *providers.Client, req *llm.ChatRequest, model string) (string, []byte, error) {
-	r := *req
-	r.Model = model
-	return c.EncodeChat(&r)
+// encodeItem is the body of an item as the provider's batch API carries
+// it: the live call's body, its model named without the provider prefix
+// as the runtime sends it. ok is false for an item that runs live: an
+// error the live call reports, a route the batch API does not serve
+// (Responses), an embedding line of a format without embedding batches.
+func encodeItem(c *providers.Client, it *item) (body []byte, ok bool) {
+	_, model, _ := strings.Cut(it.model, "/")
+	switch it.kind {
+	case kindChat:
+		r := *it.chat
+		r.Model = model
+		path, body, err := c.EncodeChat(&r)
+		return body, err == nil && nativePath(c.Config().Format, path)
+	case kindEmbed:
+		r := *it.embed
+		r.Model = model
+		_, body, err := c.EncodeEmbed(&r)
+		return body, err == nil
+	}
+	return nil, false
+}
+
+// groupKey names the batch group of an item: the provider, plus the model
+// on Gemini (a Gemini batch names its model) or "#embed" for OpenAI
+// embedding lines (a batch serves one endpoint).
+func groupKey(c *providers.Client, provider, model string, k kind) string {
+	switch {
+	case k == kindEmbed:
+		return provider + embedSuffix
+	case c.Config().Format == providers.FormatGemini:
+		return provider + "/" + model
+	}
+	return provider
+}
+
+const embedSuffix = "#embed"
+
+// splitKey undoes groupKey.
+func splitKey(key string) (provider, model, endpoint string) {
+	endpoint = URLChat
+	if p, ok := strings.CutSuffix(key, embedSuffix); ok {
+		key, endpoint = p, URLEmbeddings
+	}
+	provider, model, _ = strings.Cut(key, "/")
+	return provider, model, endpoint
 }
 
 // nativePath reports whether a live call's path is the one its format's
@@ -239,19 +276,25 @@ func (n *native) recover(ctx context.Context, b *remoteBatch) error {
 		return nil
 	}
 	key := b.provider
-	if b.model != "" {
+	switch {
+	case b.endpoint == URLEmbeddings:
+		key += embedSuffix
+	case b.model != "":
 		key += "/" + b.model
 	}
+	c := n.opts.Clients[b.provider]
+	kept := again[:0]
 	for _, it := range again {
 		if _, ok := n.bodies[it]; !ok {
-			if c := n.opts.Clients[b.provider]; c != nil {
-				_, m, _ := strings.Cut(it.model, "/")
-				if _, body, err := encodeFor(c, it.chat, m); err == nil {
-					n.bodies[it] = body
-				}
+			if body, ok := encodeItem(c, it); ok {
+				n.bodies[it] = body
 			}
 		}
+		if _, ok := n.bodies[it]; ok {
+			kept = append(kept, it)
+		}
 	}
+	again = kept
 	if _, ok := n.groups[key]; !ok {
 		n.gorder = append(n.gorder, key)
 	}
@@ -263,7 +306,7 @@ func (n *native) recover(ctx context.Context, b *remoteBatch) error {
 // limits). The intent is durable before the submit starts and the id as
 // soon as it is known.
 func (n *native) submit(ctx context.Context, key string, items []*item) error {
-	provider, model, _ := strings.Cut(key, "/")
+	provider, model, endpoint := splitKey(key)
 	api := n.api(provider)
 	maxN, maxBytes := api.limits()
 	if splitAt > 0 {
@@ -280,9 +323,12 @@ func (n *native) submit(ctx context.Context, key string, items []*item) error {
 		reqs := make([]nativeReq, len(chunk))
 		ids := make([]string, len(chunk))
 		for i, it := range chunk {
-			reqs[i], ids[i] = nativeReq{customID: it.customID, body: n.bodies[it]}, it.customID
+			reqs[i], ids[i] = nativeReq{customID: it.customID, body: n.bodies[it], url: endpoint}, it.customID
 		}
 		b := journalRecord{Op: "intent", Key: n.j.nextKey(), Provider: provider, Model: model, Token: newToken(), IDs: ids, At: time.Now().UTC()}
+		if endpoint != URLChat {
+			b.Endpoint = endpoint
+		}
 		if err := n.j.record(b); err != nil {
 			return err
 		}
@@ -417,10 +463,17 @@ func (n *native) finish(ctx context.Context, api batchAPI, b *remoteBatch, st re
 		if ri.err != nil {
 			res.failed, res.err = true, ri.err
 			line = errorLine(ri.customID, ri.err)
+		} else if ri.emb != nil {
+			served := servedModel(ri.emb.Meta, ri.emb.Model, it.model)
+			res.usage = ri.emb.Usage
+			res.cost, res.saved = n.r.j.Prices.costOf(served, ri.emb.Usage, true), n.r.j.Prices.savingOf(served, ri.emb.Usage)
+			body := embeddingBody(ri.emb, it.model, it.b64)
+			body.Usage.Cost = res.cost.usd()
+			line = successLine(ri.customID, ri.requestID, body)
 		} else {
+			served := servedModel(ri.res.Meta, ri.res.Model, it.model)
 			res.usage = ri.res.Usage
-			res.cost = n.r.j.Prices.costOf(servedModel(ri.res.Meta, ri.res.Model, it.model), ri.res.Usage, true)
-			res.saved = n.r.j.Prices.savingOf(servedModel(ri.res.Meta, ri.res.Model, it.model), ri.res.Usage)
+			res.cost, res.saved = n.r.j.Prices.costOf(served, ri.res.Usage, true), n.r.j.Prices.savingOf(served, ri.res.Usage)
 			body := completionBody(ri.res, it.model, now)
 			body.Usage.Cost = res.cost.usd()
 			line = successLine(ri.customID, ri.res.Meta.RequestID, body)

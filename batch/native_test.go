@@ -55,13 +55,14 @@ func nativeInput() string {
 		chatLine("an1", "anthropic/claude-x", "p"), chatLine("e-an", "anthropic/claude-x", "p"), chatLine("x-an", "anthropic/claude-x", "p"),
 		chatLine("gm1", "gemini/gem-x", "p"), chatLine("e-gm", "gemini/gem-x", "p"),
 		chatLine("live1", "sim/echo", "runs live"),
-		`{"custom_id":"emb","method":"POST","url":"/v1/embeddings","body":{"model":"openai/emb","input":"x"}}`,
+		`{"custom_id":"vec","method":"POST","url":"/v1/embeddings","body":{"model":"openai/emb","input":"x"}}`,
 	}, "\n")
 }
 
 // TestNativeJob: a job whose lines name three providers sends each
-// provider's chat lines to its own batch (one per provider), runs the
-// others live (a provider without a client, an embedding line), writes one
+// provider's chat lines to its own batch (one per provider) and the OpenAI
+// embedding line to an embeddings batch, runs the others live (a provider
+// without a client), writes one
 // line per custom_id with usage mapped the Chorus way and the batch price
 // applied, reports the expired lines as not run (nothing written), and a
 // resumed job runs exactly those live, submitting nothing again.
@@ -111,12 +112,23 @@ func TestNativeJob(t *testing.T) {
 	if _, ok := got["x-oa"]; ok {
 		t.Error("an expired line was written")
 	}
-	if r.calls.Load() != 2 {
-		t.Errorf("%d live calls, want 2 (sim line, embedding)", r.calls.Load())
+	if r.calls.Load() != 1 {
+		t.Errorf("%d live calls, want 1 (the sim line)", r.calls.Load())
 	}
 	batches := srv.Batches()
-	if len(batches) != 3 {
-		t.Fatalf("%d batches, want one per provider: %+v", len(batches), batches)
+	if len(batches) != 4 {
+		t.Fatalf("%d batches, want one per provider and one for OpenAI embeddings: %+v", len(batches), batches)
+	}
+	var emb struct {
+		Object string `json:"object"`
+		Model  string `json:"model"`
+		Data   []struct {
+			Embedding []float32 `json:"embedding"`
+		} `json:"data"`
+	}
+	if l := got["vec"]; l.Response == nil || json.Unmarshal(l.Response.Body, &emb) != nil || emb.Object != "list" || emb.Model != "openai/emb" ||
+		len(emb.Data) != 1 || len(emb.Data[0].Embedding) != llmtest.DefaultEmbeddingDimensions {
+		t.Errorf("native embedding line: %+v %+v", got["vec"], got["vec"].Error)
 	}
 	if strings.Join(rep.NotRun, ",") != "x-an,x-oa" && strings.Join(rep.NotRun, ",") != "x-oa,x-an" {
 		t.Errorf("not run: %v", rep.NotRun)
@@ -154,8 +166,8 @@ func TestNativeJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r2.calls.Load() != 2 || rep.Skipped != 9 || len(srv.Batches()) != 3 {
-		t.Errorf("resume: %d live calls, %d skipped, %d batches; want 2, 9, 3", r2.calls.Load(), rep.Skipped, len(srv.Batches()))
+	if r2.calls.Load() != 2 || rep.Skipped != 9 || len(srv.Batches()) != 4 {
+		t.Errorf("resume: %d live calls, %d skipped, %d batches; want 2, 9, 4", r2.calls.Load(), rep.Skipped, len(srv.Batches()))
 	}
 	if got := readOutput(t, path); len(got) != 11 {
 		t.Errorf("%d custom_ids after resume, want 11", len(got))

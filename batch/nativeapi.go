@@ -19,7 +19,8 @@ import (
 // nativeReq is one line as a provider's batch API carries it.
 type nativeReq struct {
 	customID string
-	body     []byte // the live call's body (providers.Client.EncodeChat)
+	body     []byte // the live call's body (providers.Client.EncodeChat, EncodeEmbed)
+	url      string // URLChat or URLEmbeddings (OpenAI)
 }
 
 // remoteStatus is a batch as a poll saw it.
@@ -41,10 +42,12 @@ const (
 // remoteItem is one result of an ended batch: an answer, an error, or a
 // code (CodeExpired, CodeCancelled) for a request that did not run.
 type remoteItem struct {
-	customID string
-	res      *llm.ChatResult
-	err      error
-	code     string
+	customID  string
+	res       *llm.ChatResult
+	emb       *llm.EmbedResult // an OpenAI embeddings batch
+	requestID string
+	err       error
+	code      string
 }
 
 // batchAPI is one provider's batch API.
@@ -125,8 +128,12 @@ type oaBatch struct {
 
 func (o openaiBatches) submit(ctx context.Context, token, _ string, reqs []nativeReq) (string, error) {
 	var in bytes.Buffer
+	endpoint := URLChat
 	for _, r := range reqs {
-		in.Write(jsonBody(map[string]any{"custom_id": r.customID, "method": "POST", "url": URLChat, "body": json.RawMessage(r.body)}))
+		if r.url != "" {
+			endpoint = r.url
+		}
+		in.Write(jsonBody(map[string]any{"custom_id": r.customID, "method": "POST", "url": endpoint, "body": json.RawMessage(r.body)}))
 		in.WriteByte('\n')
 	}
 	var form bytes.Buffer
@@ -142,7 +149,7 @@ func (o openaiBatches) submit(ctx context.Context, token, _ string, reqs []nativ
 		return "", fmt.Errorf("uploading the batch input: %w", err)
 	}
 	var b oaBatch
-	create := map[string]any{"input_file_id": file.ID, "endpoint": URLChat, "completion_window": "24h", "metadata": map[string]string{"chorus_job": token}}
+	create := map[string]any{"input_file_id": file.ID, "endpoint": endpoint, "completion_window": "24h", "metadata": map[string]string{"chorus_job": token}}
 	if err := call(ctx, o.c, http.MethodPost, "/batches", "application/json", jsonBody(create), &b); err != nil {
 		return "", fmt.Errorf("creating the batch: %w", err)
 	}
@@ -234,6 +241,15 @@ func (o openaiBatches) results(ctx context.Context, id string, st remoteStatus, 
 			case l.Error != nil:
 				it.err = &llm.APIError{Provider: o.c.Config().ID, Code: l.Error.Code, Message: l.Error.Message}
 			case l.Response != nil && l.Response.StatusCode/100 == 2:
+				var kind struct {
+					Object string `json:"object"`
+				}
+				_ = json.Unmarshal(l.Response.Body, &kind)
+				it.requestID = l.Response.RequestID
+				if kind.Object == "list" { // an embeddings answer
+					it.emb, it.err = o.c.DecodeEmbed(l.Response.Body)
+					break
+				}
 				it.res, it.err = o.c.DecodeChat(l.Response.Body)
 				if it.res != nil {
 					it.res.Meta.RequestID = l.Response.RequestID

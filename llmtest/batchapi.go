@@ -256,13 +256,21 @@ func (b *batchAPI) resultOf(customID string, body []byte) BatchResult {
 	return b.opts.Result(customID, body)
 }
 
-// answer renders a succeeded request's body in format f.
-func answer(f Format, r batchReq, seq int) []byte {
+// answer renders a succeeded request's body in format f (an OpenAI
+// embeddings list for an /v1/embeddings batch).
+func answer(f Format, r batchReq, seq int, endpoint string) []byte {
 	reply := Reply{Text: "batch reply to " + r.customID, Usage: &llm.Usage{PromptTokens: 10, CompletionTokens: 5}}
 	if r.result.Reply != nil {
 		reply = *r.result.Reply
 	}
 	p := newPlan(&reply, len(r.body), r.model, seq)
+	if endpoint == "/v1/embeddings" {
+		a, err := openAIEmbed(&opRequest{body: r.body, usage: reply.Usage}, p)
+		if err != nil {
+			return marshal(map[string]any{"error": oaErrorFields(http.StatusBadRequest, &Fault{Message: err.Error()})})
+		}
+		return a.body
+	}
 	switch f {
 	case FormatAnthropic:
 		return anthropic{}.buffered(p)
@@ -612,7 +620,7 @@ func (s *Server) oaRender(b *batchAPI, id string) *batchFile {
 		switch itemStatus(fb, i, done, cancelled) {
 		case BatchSucceeded:
 			isErr = false
-			line["response"] = map[string]any{"status_code": 200, "request_id": fmt.Sprintf("req_llmtest_%d", i), "body": json.RawMessage(answer(FormatOpenAI, r, i+1))}
+			line["response"] = map[string]any{"status_code": 200, "request_id": fmt.Sprintf("req_llmtest_%d", i), "body": json.RawMessage(answer(FormatOpenAI, r, i+1, fb.endpoint))}
 		case BatchErrored:
 			status, f := faultOf(r)
 			line["response"] = map[string]any{"status_code": status, "request_id": fmt.Sprintf("req_llmtest_%d", i),
@@ -789,7 +797,7 @@ func (s *Server) anResults(b *batchAPI, fb *fakeBatch) ([]byte, bool) {
 		var res any
 		switch itemStatus(fb, i, done, cancelled) {
 		case BatchSucceeded:
-			res = map[string]any{"type": "succeeded", "message": json.RawMessage(answer(FormatAnthropic, r, i+1))}
+			res = map[string]any{"type": "succeeded", "message": json.RawMessage(answer(FormatAnthropic, r, i+1, ""))}
 		case BatchErrored:
 			status, f := faultOf(r)
 			res = map[string]any{"type": "errored", "error": map[string]any{"type": "error", "error": anErrorFields(status, f)}}
@@ -961,7 +969,7 @@ func (s *Server) gmOperation(b *batchAPI, fb *fakeBatch, withOutput bool) map[st
 		md := map[string]string{"key": r.customID}
 		switch itemStatus(fb, i, done, false) {
 		case BatchSucceeded:
-			items = append(items, map[string]any{"response": json.RawMessage(answer(FormatGemini, r, i+1)), "metadata": md})
+			items = append(items, map[string]any{"response": json.RawMessage(answer(FormatGemini, r, i+1, "")), "metadata": md})
 		case BatchErrored:
 			status, f := faultOf(r)
 			items = append(items, map[string]any{"error": map[string]any{"code": grpcCode(status), "message": f.Message}, "metadata": md})

@@ -6,6 +6,7 @@ import (
 
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/providers/internal/wire"
+	"github.com/chorusrt/chorus/providers/openai"
 )
 
 // This file gives provider batch APIs (package batch) the credential's own
@@ -60,4 +61,39 @@ func (c *Client) Do(ctx context.Context, method, path, contentType string, body 
 		wreq.Header.Set("Content-Type", contentType)
 	}
 	return c.send(ctx, wreq, false)
+}
+
+// EncodeEmbed returns the body req's live embeddings call would send from
+// this OpenAI-format credential, and its path: an OpenAI Batch line for
+// /v1/embeddings carries it. Requests above one call's inputs
+// (openai.EmbedBatchSize) and other formats get *llm.UnsupportedError.
+func (c *Client) EncodeEmbed(req *llm.EmbedRequest) (path string, body []byte, err error) {
+	if c.cfg.Format != FormatOpenAI {
+		return "", nil, c.unsupported("batch embed")
+	}
+	if err := req.Validate(); err != nil {
+		return "", nil, err
+	}
+	if len(req.Inputs) > openai.EmbedBatchSize {
+		return "", nil, c.unsupported("batch embed of more than one call's inputs")
+	}
+	wreq, err := openai.EmbedRequest(req, c.buildOpts(false, c.learned.snapshot()))
+	if err != nil {
+		return "", nil, err
+	}
+	return wreq.Path, wreq.Body, nil
+}
+
+// DecodeEmbed parses an OpenAI-format embeddings answer (the body of a
+// batch result), stamping the provider id and model into its metadata.
+func (c *Client) DecodeEmbed(body []byte) (*llm.EmbedResult, error) {
+	if c.cfg.Format != FormatOpenAI {
+		return nil, c.unsupported("batch embed")
+	}
+	res, err := openai.ParseEmbed(body)
+	if err != nil {
+		return nil, err
+	}
+	res.Meta.Provider, res.Meta.Model = c.cfg.ID, res.Model
+	return res, nil
 }

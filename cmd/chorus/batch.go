@@ -33,7 +33,8 @@ one OpenAI Batch output line per custom_id.
       --overwrite         start again over an existing non-empty output
       --config FILE       chorus.yaml: aliases, providers, limits, defaults, sim,
                           prices (each result's cost, the summary's total)
-      --native            send chat lines to the providers' own batch APIs
+      --native            send chat lines (and OpenAI embedding lines) to
+                          the providers' own batch APIs
                           (OpenAI, Anthropic, Gemini: half price, results
                           within 24h); other lines run live. The remote
                           batch ids are kept in OUT.jsonl.batches: a killed
