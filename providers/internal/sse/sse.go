@@ -80,6 +80,11 @@ func (r *Reader) readLine() ([]byte, error) {
 			if len(r.long) > r.maxLine {
 				return nil, fmt.Errorf("%w: line over %d bytes", ErrTooLarge, r.maxLine)
 			}
+			// A long line still arriving is activity: a slow reader of a
+			// big line is not an idle stream.
+			if r.activity != nil {
+				r.activity.Add(1)
+			}
 			line, err = r.br.ReadSlice('\n')
 			r.long = append(r.long, line...)
 		}

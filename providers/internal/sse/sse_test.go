@@ -196,3 +196,40 @@ func BenchmarkReader(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*1000), "ns/delta")
 }
+
+// chunkReader hands out its data a piece at a time and records the
+// activity counter at each read.
+type chunkReader struct {
+	data     []byte
+	piece    int
+	activity *atomic.Uint64
+	seen     []uint64
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	c.seen = append(c.seen, c.activity.Load())
+	if len(c.data) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, c.data[:min(c.piece, len(c.data))])
+	c.data = c.data[n:]
+	return n, nil
+}
+
+// TestLongLineIsActivity: a line longer than the read buffer, arriving a
+// piece at a time, counts as activity while it arrives, so an idle
+// watchdog does not take a slow big line for a stalled stream.
+func TestLongLineIsActivity(t *testing.T) {
+	var activity atomic.Uint64
+	line := "data: " + strings.Repeat("x", 256<<10) + "\n\n"
+	cr := &chunkReader{data: []byte(line), piece: 4096, activity: &activity}
+	r := NewReader(cr, &activity)
+	ev, err := r.Next()
+	if err != nil || len(ev.Data) != 256<<10 {
+		t.Fatalf("event of %d bytes, err %v", len(ev.Data), err)
+	}
+	// Half way through the line's reads the counter must have moved.
+	if mid := cr.seen[len(cr.seen)/2]; mid == 0 {
+		t.Fatalf("no activity counted while the long line arrived (%d reads)", len(cr.seen))
+	}
+}
