@@ -325,7 +325,7 @@ func (c *CredentialState) Seed(rl llm.RateLimit, at time.Time) {
 	}
 	now := time.Now()
 	age := now.Sub(at)
-	seed := func(b *budget, limit int, reset time.Duration) {
+	seed := func(b *budget, units, limit int, reset time.Duration) {
 		if limit <= 0 || b.known {
 			return
 		}
@@ -335,13 +335,13 @@ func (c *CredentialState) Seed(rl llm.RateLimit, at time.Time) {
 		} else {
 			reset = 0
 		}
-		b.learn(p.seq, limit, remaining, reset, 0, now)
+		b.learn(units, limit, remaining, reset, 0, units, now)
 	}
 	if rl.HasRequests {
-		seed(&p.reqs, rl.LimitRequests, rl.ResetRequests)
+		seed(&p.reqs, int(p.seq), rl.LimitRequests, rl.ResetRequests)
 	}
 	if rl.HasTokens {
-		seed(&p.toks, rl.LimitTokens, rl.ResetTokens)
+		seed(&p.toks, p.cum, rl.LimitTokens, rl.ResetTokens)
 	}
 	p.probeConcurrency = 1
 	p.last = rl

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"math"
 	"time"
 
 	"github.com/chorusrt/chorus/llm"
@@ -15,9 +16,24 @@ type Limits struct {
 	TokensPerMinute   int
 }
 
-// budget is one limit (requests or tokens) in a provider window: the limit,
-// what remains of it and when it resets. It is refilled to the limit when
-// the reset time passes and corrected by every response's headers.
+// budget is one limit (requests or tokens) as the provider reports it: the
+// limit, what remains of it and when it is whole again. Units are requests
+// for the request budget and token cost for the token budget; the pacer
+// passes its running total of units granted (units) so the budget can tell
+// what a report has not counted yet.
+//
+// Providers run different limiters behind the same headers, and the budget
+// reads each one right:
+//   - a fixed window (and a sliding one) refills at its reset; what was
+//     granted after the report that named the reset is still charged then
+//     (a sliding window keeps the later charges; a fixed window's late
+//     grants were the old window's, and the next report corrects it);
+//   - a token bucket (OpenAI's and Anthropic's limiters) refills
+//     continuously, its reset meaning "until full": the budget recognises
+//     one when successive reports agree on a refill rate, (limit -
+//     remaining) / reset, and their "full" instants move by what was granted
+//     in between at that rate, where a fixed window's stay put. It then
+//     admits at the refill rate once the burst is spent.
 type budget struct {
 	known     bool
 	limit     int
@@ -31,22 +47,69 @@ type budget struct {
 	// what was granted since (requests, or token cost).
 	epoch uint64
 	used  int
+
+	// The newest report: when it arrived, what it said remained and how
+	// long until whole, and the units granted up to its request.
+	repAt     time.Time
+	repRemain int
+	repReset  time.Duration
+	repUnits  int
+	// refilled says the window named by the newest report has been
+	// refilled: that window's own late reports are stale.
+	refilled bool
+	// rate is the refill rate in units per second once the reports show a
+	// token bucket (score >= bucketScore); zero for a window.
+	rate  float64
+	score int
+	// level is a bucket's level as of levelAt: the newest report's, less
+	// what it had not counted, refilled at rate and charged at each grant.
+	level   float64
+	levelAt time.Time
+	lo, hi  float64 // the refill rate's bounds from the agreeing reports
+	// fixed scores the evidence of a fixed window: reports whose full
+	// instant stays put while what remains goes down. At a fixed window's
+	// reset only what is still in flight can land in the new window.
+	fixed int
 }
 
-// refresh refills the budget when its reset time has passed; seq is the
-// last grant so far.
-func (b *budget) refresh(now time.Time, seq uint64) {
-	if !b.known || b.resetAt.IsZero() || now.Before(b.resetAt) {
+// bucketScore is how many agreeing pairs of reports it takes to read the
+// limiter as a token bucket; one disagreeing pair takes a point back.
+const bucketScore = 2
+
+// refresh brings the budget up to now: a bucket's level, or a window's
+// refill once its reset has passed. seq is the last grant so far and units
+// the units granted so far.
+func (b *budget) refresh(now time.Time, seq uint64, units, inFlightAfter int) {
+	if !b.known {
+		return
+	}
+	if b.rate > 0 {
+		if dt := now.Sub(b.levelAt); dt > 0 {
+			b.level = math.Min(float64(b.limit), b.level+b.rate*dt.Seconds())
+			b.levelAt = now
+		}
+		b.remaining = max(int(math.Floor(b.level)), 0)
+		return
+	}
+	if b.resetAt.IsZero() || now.Before(b.resetAt) {
 		return
 	}
 	b.epoch = seq
-	b.used = 0
-	b.remaining = b.limit
-	if b.window > 0 {
+	if b.window > 0 { // a static limit: a fixed window of our own
+		b.used = 0
+		b.remaining = b.limit
 		b.resetAt = now.Add(b.window)
-	} else {
-		b.resetAt = time.Time{}
+		return
 	}
+	// What was granted after the report that named this reset is not in
+	// it and is still charged.
+	b.used = max(units-b.repUnits, 0)
+	if b.fixed >= bucketScore {
+		b.used = inFlightAfter
+	}
+	b.remaining = max(b.limit-b.used, 0)
+	b.resetAt = time.Time{}
+	b.refilled = true
 }
 
 // allows reports whether cost fits now. A request costing more than the
@@ -61,29 +124,63 @@ func (b *budget) allows(cost int) bool {
 	return b.remaining >= cost && b.remaining > 0
 }
 
-// wakeAt is when a refused request may fit again; zero when unknown.
-func (b *budget) wakeAt() time.Time { return b.resetAt }
+// wakeAt is when a refused request of cost may fit; zero when unknown.
+func (b *budget) wakeAt(cost int, now time.Time) time.Time {
+	if b.rate > 0 {
+		need := float64(min(max(cost, 1), b.limit)) - b.level
+		return now.Add(time.Duration(math.Ceil(need / b.rate * float64(time.Second))))
+	}
+	return b.resetAt
+}
 
 // resetMargin is added to a provider's reset time: our clock starts when the
 // response arrives, later than the provider's, so the margin only guards
 // against a provider rounding its reset down.
 const resetMargin = 10 * time.Millisecond
 
-// learn replaces the budget with a provider's report on grant seq.
-// pendingCost is what was admitted after that grant and is not in the
-// report yet. A report from before the latest refill is ignored.
-func (b *budget) learn(seq uint64, limit, remaining int, reset time.Duration, pendingCost int, now time.Time) {
-	if limit <= 0 || (b.known && seq <= b.epoch) {
+// learn applies a provider's report on the request whose grant brought the
+// units granted to units; unseen is what was granted before it and is
+// still in flight, total the units granted so far (what was granted after
+// it is total - units). Neither is in the report.
+//
+// Reports arrive out of order: responses overtake each other, and requests
+// reached the provider in another order than they were granted. Which one
+// is the newest state is told by its "full" instant (arrival + reset), which
+// never moves back on any limiter: a fixed window's stays put until the
+// next window's, a bucket's and a sliding window's move later with every
+// charge. So a report whose full instant is earlier than the newest one's
+// is ignored, one with the same full instant counts only when it shows less
+// remaining, and after a window's refill its own reports are ignored.
+func (b *budget) learn(units, limit, remaining int, reset time.Duration, unseen, total int, now time.Time) {
+	if limit <= 0 {
 		return
 	}
-	// Requests reach the provider out of grant order, so a report may miss
-	// grants made before it as well as after: our own count of what was
-	// granted in this window bounds it. The report bounds it too when
-	// another client shares the key.
-	fresh := max(min(remaining-pendingCost, limit-b.used), 0)
+	full := now.Add(reset)
+	if b.known && !b.repAt.IsZero() {
+		tol := 5*time.Millisecond + reset/50
+		cur := b.repAt.Add(b.repReset)
+		switch {
+		case full.Before(cur.Add(-tol)):
+			return // an older state
+		case !full.After(cur.Add(tol)) && (b.refilled || remaining >= b.repRemain):
+			return // the same window or bucket state, no newer
+		}
+	}
+	b.classify(units, limit, remaining, reset, now)
+	pending := unseen + max(total-units, 0)
+	// Our own count of what was granted in this window bounds a window's
+	// report too: a report may miss grants that reached the provider after
+	// it. The report bounds it when another client shares the key.
+	fresh := max(remaining-pending, 0)
+	if b.rate == 0 {
+		fresh = max(min(fresh, limit-b.used), 0)
+	}
 	b.known = true
 	b.limit = limit
 	b.remaining = fresh
+	b.level, b.levelAt = float64(remaining-pending), now
+	b.refilled = false
+	b.repAt, b.repRemain, b.repReset, b.repUnits = now, remaining, reset, units
 	if reset > 0 {
 		b.resetAt = now.Add(reset + resetMargin)
 	} else if b.remaining < b.limit && b.resetAt.IsZero() {
@@ -91,6 +188,53 @@ func (b *budget) learn(seq uint64, limit, remaining int, reset time.Duration, pe
 		b.resetAt = now.Add(time.Minute)
 	}
 	b.window = 0
+}
+
+// classify weighs a new report against the previous one: a token bucket's
+// reports agree on one refill rate, (limit - remaining) / reset, and each
+// one's "full" instant (arrival + reset) lies later than the previous one's
+// by the units granted in between at that rate; a fixed window's full
+// instant stays put, and a sliding window's rate does not agree.
+//
+// A report's remaining is the bucket's level rounded down, so each report
+// bounds the rate from both sides: (limit-remaining-1)/reset <= rate <=
+// (limit-remaining)/reset. The budget keeps the tightest bounds and paces at
+// the lower one, so it is never ahead of the bucket; bounds that cross mean
+// it is not a bucket.
+func (b *budget) classify(units, limit, remaining int, reset time.Duration, now time.Time) {
+	if reset <= 0 || remaining >= limit {
+		return
+	}
+	hi := float64(limit-remaining) / reset.Seconds()
+	lo := float64(limit-remaining-1) / reset.Seconds()
+	if b.repAt.IsZero() || b.repReset <= 0 || b.repRemain >= limit || units <= b.repUnits {
+		b.lo, b.hi = lo, hi
+		return
+	}
+	moved := now.Add(reset).Sub(b.repAt.Add(b.repReset)).Seconds()
+	expect := float64(units-b.repUnits) / hi
+	tol := 0.005 + 0.02*reset.Seconds()
+	nlo, nhi := max(b.lo, lo), min(b.hi, hi)
+	agree := nlo <= nhi*1.02 && moved > tol && math.Abs(moved-expect) <= 0.5*expect+tol
+	still := math.Abs(moved) <= tol && remaining < b.repRemain
+	switch {
+	case agree:
+		b.score = min(b.score+1, 3)
+		b.fixed = max(b.fixed-1, -3)
+		b.lo, b.hi = nlo, nhi
+	case still:
+		b.fixed = min(b.fixed+1, 3)
+		b.score = max(b.score-1, -3)
+		b.lo, b.hi = lo, hi
+	default:
+		b.score = max(b.score-1, -3)
+		b.fixed = max(b.fixed-1, -3)
+		b.lo, b.hi = lo, hi
+	}
+	b.rate = 0
+	if b.score >= bucketScore && b.lo > 0 {
+		b.rate = b.lo
+	}
 }
 
 // pacer decides admissions for one credential. It is owned by the actor.
@@ -145,16 +289,27 @@ func (p *pacer) blocked(cost int, now time.Time) (bool, time.Time) {
 	if !p.observed && p.inFlight >= p.probeConcurrency {
 		return true, time.Time{}
 	}
-	p.reqs.refresh(now, p.seq)
-	p.toks.refresh(now, p.seq)
+	// In flight and granted after the request of each budget's newest
+	// report: what may still land in a fixed window's next window.
+	reqsAfter, toksAfter := 0, 0
+	for s, g := range p.grants {
+		if int(s) > p.reqs.repUnits {
+			reqsAfter++
+		}
+		if g.cum > p.toks.repUnits {
+			toksAfter += g.cost
+		}
+	}
+	p.reqs.refresh(now, p.seq, int(p.seq), reqsAfter)
+	p.toks.refresh(now, p.seq, p.cum, toksAfter)
 	if !p.reqs.allows(1) {
-		return true, p.reqs.wakeAt()
+		return true, p.reqs.wakeAt(1, now)
 	}
 	if !p.toks.allows(cost) {
-		if p.inFlight == 0 && p.toks.resetAt.IsZero() {
+		if p.inFlight == 0 && p.toks.resetAt.IsZero() && p.toks.rate == 0 {
 			return false, time.Time{} // nothing will refill it: let one through to learn again
 		}
-		return true, p.toks.wakeAt()
+		return true, p.toks.wakeAt(cost, now)
 	}
 	return false, time.Time{}
 }
@@ -169,9 +324,11 @@ func (p *pacer) grant(cost int) uint64 {
 	p.toks.used += cost
 	if p.reqs.known {
 		p.reqs.remaining--
+		p.reqs.level--
 	}
 	if p.toks.known {
 		p.toks.remaining -= cost
+		p.toks.level -= float64(cost)
 	}
 	return p.seq
 }
@@ -185,18 +342,26 @@ func (p *pacer) release(seq uint64, rl llm.RateLimit, rateLimited bool, retryAft
 	delete(p.grants, seq)
 	p.inFlight--
 	p.observed = true
-	if (rl.HasRequests || rl.HasTokens) && seq > p.lastReport {
-		p.lastReport = seq
-		p.last = rl
-		// Everything granted after this request is not in its report,
-		// finished or not.
-		pendingReqs := int(p.seq - seq)
-		pendingToks := p.cum - g.cum
+	if rl.HasRequests || rl.HasTokens {
+		if seq > p.lastReport {
+			p.lastReport = seq
+			p.last = rl
+		}
+		// Not in this report: everything granted after this request, and
+		// what was granted before it and is still in flight (requests reach
+		// the provider out of grant order).
+		unseenReqs, unseenToks := 0, 0
+		for s, o := range p.grants {
+			if s < seq {
+				unseenReqs++
+				unseenToks += o.cost
+			}
+		}
 		if rl.HasRequests {
-			p.reqs.learn(seq, rl.LimitRequests, rl.RemainingRequests, rl.ResetRequests, pendingReqs, now)
+			p.reqs.learn(int(seq), rl.LimitRequests, rl.RemainingRequests, rl.ResetRequests, unseenReqs, int(p.seq), now)
 		}
 		if rl.HasTokens {
-			p.toks.learn(seq, rl.LimitTokens, rl.RemainingTokens, rl.ResetTokens, pendingToks, now)
+			p.toks.learn(g.cum, rl.LimitTokens, rl.RemainingTokens, rl.ResetTokens, unseenToks, p.cum, now)
 		}
 	}
 	if rateLimited {
@@ -208,11 +373,18 @@ func (p *pacer) release(seq uint64, rl llm.RateLimit, rateLimited bool, retryAft
 			p.cooldownUntil = until
 		}
 		// The provider refused: whatever we thought remained, nothing does
-		// until the cooldown ends.
-		if p.reqs.known {
-			p.reqs.remaining = 0
-			if p.reqs.resetAt.Before(p.cooldownUntil) {
-				p.reqs.resetAt = p.cooldownUntil
+		// until the cooldown ends, and a bucket read from the reports was
+		// read wrong: back to windows until the reports agree again.
+		for _, b := range []*budget{&p.reqs, &p.toks} {
+			if !b.known {
+				continue
+			}
+			b.rate, b.score = 0, min(b.score, 0)
+			if b == &p.reqs {
+				b.remaining = 0
+				if b.resetAt.Before(p.cooldownUntil) {
+					b.resetAt = p.cooldownUntil
+				}
 			}
 		}
 	}

@@ -168,3 +168,78 @@ func TestCredentialSeed(t *testing.T) {
 		t.Fatalf("a seed overrode the credential's own headers: limit %d", seen.pacer.reqs.limit)
 	}
 }
+
+// TestPacerReadsATokenBucket: reports whose rate (limit - remaining) /
+// reset agrees and whose full instant moves by what was granted make the
+// budget a bucket, which refills continuously at the lower bound of the
+// rate instead of all at once at the reset.
+func TestPacerReadsATokenBucket(t *testing.T) {
+	now := time.Now()
+	p := newPacer(Limits{}, now)
+	// A bucket of 40 refilling at 20 per second: after n charges remaining
+	// is 40-n and the bucket is full again in n/20 s.
+	var at time.Time
+	for n := 1; n <= 5; n++ {
+		at = now.Add(time.Duration(n) * time.Millisecond)
+		s := p.grant(1)
+		p.release(s, llm.RateLimit{HasRequests: true, LimitRequests: 40, RemainingRequests: 40 - n, ResetRequests: time.Duration(n) * 50 * time.Millisecond}, false, 0, at)
+	}
+	if p.reqs.rate <= 0 || p.reqs.rate > 20 {
+		t.Fatalf("rate %v, want a bucket read at no more than 20/s", p.reqs.rate)
+	}
+	// Spend the rest, then half a second later about 10 are back (not 0
+	// until the reset, not the whole 40).
+	for range 35 {
+		if b, _ := p.blocked(1, at); b {
+			t.Fatal("blocked with budget left")
+		}
+		p.grant(1)
+	}
+	if b, wake := p.blocked(1, at); !b || wake.Sub(at) > 100*time.Millisecond {
+		t.Fatalf("empty bucket: blocked %v, wake in %v (want about one refill, 50ms)", b, wake.Sub(at))
+	}
+	p.blocked(1, at.Add(500*time.Millisecond))
+	if r := p.reqs.remaining; r < 8 || r > 10 {
+		t.Fatalf("after 500ms: remaining %d, want 8-10", r)
+	}
+}
+
+// TestPacerFixedWindowStaysAWindow: reports whose full instant stays put
+// are a fixed window: never read as a bucket, refilled only at the reset.
+func TestPacerFixedWindowStaysAWindow(t *testing.T) {
+	now := time.Now()
+	p := newPacer(Limits{}, now)
+	end := now.Add(time.Second)
+	for n := 1; n <= 10; n++ {
+		at := now.Add(time.Duration(n) * 10 * time.Millisecond)
+		s := p.grant(1)
+		p.release(s, llm.RateLimit{HasRequests: true, LimitRequests: 10, RemainingRequests: 10 - n, ResetRequests: end.Sub(at)}, false, 0, at)
+	}
+	if p.reqs.rate != 0 || p.reqs.fixed < bucketScore {
+		t.Fatalf("rate %v fixed %d: a fixed window read as a bucket", p.reqs.rate, p.reqs.fixed)
+	}
+	if b, _ := p.blocked(1, now.Add(900*time.Millisecond)); !b {
+		t.Fatal("a spent window refilled before its reset")
+	}
+	if b, _ := p.blocked(1, end.Add(50*time.Millisecond)); b || p.reqs.remaining != 10 {
+		t.Fatalf("after the reset: blocked %v remaining %d, want 10", b, p.reqs.remaining)
+	}
+}
+
+// TestPacerNewestStateWins: a report on a later grant that the provider
+// counted earlier (an earlier full instant, more remaining) does not
+// replace the newest state; the refill at its reset then keeps what was
+// granted after that state as charged.
+func TestPacerNewestStateWins(t *testing.T) {
+	now := time.Now()
+	p := newPacer(Limits{}, now)
+	s1 := p.grant(1)
+	s2 := p.grant(1)
+	// s2 reached the provider first (15 left, full in 125ms); s1 after it
+	// (0 left, full in 500ms). s1's report arrives last.
+	p.release(s2, llm.RateLimit{HasRequests: true, LimitRequests: 20, RemainingRequests: 15, ResetRequests: 125 * time.Millisecond}, false, 0, now)
+	p.release(s1, llm.RateLimit{HasRequests: true, LimitRequests: 20, RemainingRequests: 0, ResetRequests: 500 * time.Millisecond}, false, 0, now)
+	if b, _ := p.blocked(1, now.Add(200*time.Millisecond)); !b {
+		t.Fatalf("refilled at the older state's reset: remaining %d", p.reqs.remaining)
+	}
+}

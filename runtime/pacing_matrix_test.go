@@ -1,0 +1,150 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chorusrt/chorus/llmtest"
+	"github.com/chorusrt/chorus/providers"
+)
+
+// pacingCell is one cell of the pacing matrix: a limiter model, a wire
+// format, a caller concurrency and a key layout.
+type pacingCell struct {
+	model       llmtest.LimiterModel
+	format      providers.Format
+	concurrency int
+	keys        string // "one", "per-key" (two keys, a budget each), "org" (two keys, one budget)
+}
+
+// pacingResult is what one cell measured.
+type pacingResult struct {
+	failed       int
+	limited      int // 429s in all
+	limitedLater int // 429s after the first window
+	elapsed      time.Duration
+	minimum      time.Duration
+}
+
+const (
+	pacingLimit  = 20
+	pacingWindow = 500 * time.Millisecond
+	pacingTotal  = 100
+)
+
+// minimumTime is the least time the limit allows for total requests: a
+// fixed or sliding window lets limit through per window; a bucket starts
+// full and then refills limit per window.
+func minimumTime(m llmtest.LimiterModel, limit, total int, w time.Duration) time.Duration {
+	switch m {
+	case llmtest.TokenBucket:
+		return time.Duration(float64(max(total-limit, 0)) / float64(limit) * float64(w))
+	default:
+		return time.Duration(math.Ceil(float64(total)/float64(limit))-1) * w
+	}
+}
+
+func runPacingCell(t *testing.T, c pacingCell) pacingResult {
+	rl := llmtest.RateLimit{Requests: pacingLimit, Window: pacingWindow, Model: c.model}
+	capacity := pacingLimit
+	keys := []string{"k-one"}
+	switch c.keys {
+	case "per-key":
+		rl.PerKey, keys, capacity = true, []string{"k-a", "k-b"}, 2*pacingLimit
+	case "org":
+		rl.Orgs, keys = map[string]string{"k-a": "acme", "k-b": "acme"}, []string{"k-a", "k-b"}
+	}
+	srv := llmtest.NewServer(llmtest.WithRateLimit(rl))
+	defer srv.Close()
+	var opts []Option
+	var id string
+	for _, k := range keys {
+		cfg := providers.Config{Format: c.format, APIKey: providers.Secret(k)}
+		switch c.format {
+		case providers.FormatOpenAI:
+			cfg.ID, cfg.BaseURL = "openai", srv.OpenAIBaseURL()
+		case providers.FormatAnthropic:
+			cfg.ID, cfg.BaseURL = "anthropic", srv.AnthropicBaseURL()
+		case providers.FormatGemini:
+			cfg.ID, cfg.BaseURL = "gemini", srv.GeminiBaseURL()
+		}
+		id = cfg.ID
+		opts = append(opts, WithProvider(cfg))
+	}
+	rt := newRT(t, opts...)
+	start := time.Now()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	failed := 0
+	sem := make(chan struct{}, c.concurrency)
+	for range pacingTotal {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			if _, err := rt.Chat(ctx, req(id+"/m")); err != nil {
+				mu.Lock()
+				failed++
+				if failed <= 3 {
+					t.Errorf("%v", err)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	r := pacingResult{failed: failed, elapsed: time.Since(start), minimum: minimumTime(c.model, capacity, pacingTotal, pacingWindow)}
+	for _, at := range srv.RateLimitedAt() {
+		r.limited++
+		if at.Sub(start) > pacingWindow {
+			r.limitedLater++
+		}
+	}
+	return r
+}
+
+// TestPacingMatrix runs the limiter models providers really use (fixed
+// windows, token buckets, sliding windows) at concurrency 1, 16 and 64,
+// with one key and with two keys of their own budgets. On the formats that
+// report their limits (OpenAI, Anthropic) every request succeeds and no 429
+// comes after the first window. Gemini reports nothing: under fixed and
+// sliding windows every request succeeds (its per-minute 429 is pacing, not
+// exhausted quota) and its 429s are logged. Not covered yet, and so not
+// claimed: keys sharing one organisation's budget, and Gemini on a token
+// bucket. The time against the minimum the limit allows is logged, never
+// asserted.
+func TestPacingMatrix(t *testing.T) {
+	if testing.Short() {
+		t.Skip("pacing matrix: seconds per cell")
+	}
+	for _, m := range []llmtest.LimiterModel{llmtest.FixedWindow, llmtest.TokenBucket, llmtest.SlidingWindow} {
+		for _, f := range []providers.Format{providers.FormatOpenAI, providers.FormatAnthropic, providers.FormatGemini} {
+			if f == providers.FormatGemini && m == llmtest.TokenBucket {
+				continue
+			}
+			for _, conc := range []int{1, 16, 64} {
+				for _, keys := range []string{"one", "per-key"} {
+					c := pacingCell{model: m, format: f, concurrency: conc, keys: keys}
+					t.Run(fmt.Sprintf("%s/%s/c%d/%s", m, f, conc, keys), func(t *testing.T) {
+						r := runPacingCell(t, c)
+						t.Logf("429s %d (after the first window %d), %v against a minimum of %v (%.2fx)",
+							r.limited, r.limitedLater, r.elapsed.Round(time.Millisecond), r.minimum, float64(r.elapsed)/float64(max(r.minimum, time.Millisecond)))
+						if r.failed > 0 {
+							t.Errorf("%d of %d requests failed", r.failed, pacingTotal)
+						}
+						if f != providers.FormatGemini && r.limitedLater > 0 {
+							t.Errorf("%d 429s after the first window on a provider that reports its limits", r.limitedLater)
+						}
+					})
+				}
+			}
+		}
+	}
+}
