@@ -64,14 +64,14 @@ type Server struct {
 	handlers  sync.WaitGroup
 	limited   atomic.Int64
 
-	mu      sync.Mutex
-	closed  bool
-	script  []Step
-	reqs    []Recorded
-	lim     limiter
+	mu     sync.Mutex
+	closed bool
+	script []Step
+	reqs   []Recorded
+	lim    limiter
 	// limitedAt holds when each 429 was sent (the server's clock).
 	limitedAt []time.Time
-	respond func(Recorded) Step // SetResponder
+	respond   func(Recorded) Step // SetResponder
 
 	connMu sync.Mutex
 	conns  map[net.Conn]struct{}
