@@ -260,7 +260,11 @@ func (c *serverConn) supervise(cs *mcp.ClientSession, proc *process, dead <-chan
 			}
 			c.set.replace(c.cfg.Name, list)
 			dead = c.up(cs, proc)
-			c.set.log.Info("mcptools: server restarted", "server", c.cfg.Name, "pid", proc.pid())
+			if proc != nil {
+				c.set.log.Info("mcptools: server restarted", "server", c.cfg.Name, "pid", proc.pid())
+			} else {
+				c.set.log.Info("mcptools: reconnected", "server", c.cfg.Name)
+			}
 			break
 		}
 	}

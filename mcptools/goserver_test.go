@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -165,5 +166,44 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestHTTPServerRestarted: a URL server that restarts (its sessions lost:
+// the old session id gets 404) is connected to again, and calls work.
+func TestHTTPServerRestarted(t *testing.T) {
+	shorten(t)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "go-test", Version: "1"}, nil)
+	addTool(srv, "t1")
+	var h atomic.Pointer[mcp.StreamableHTTPHandler]
+	h.Store(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.Load().ServeHTTP(w, r) }))
+	t.Cleanup(func() {
+		// After the Set's Close: the sessions the first handler forgot are
+		// still open on the server's side.
+		for ss := range srv.Sessions() {
+			_ = ss.Close()
+		}
+		hs.Close()
+	})
+	set := start(t, Options{Servers: []Server{{Name: "go", URL: hs.URL}}, Logger: testLogger(t)})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if r, err := set.Call(ctx, "t1", nil); err != nil || r.Text != "I am t1" {
+		t.Fatalf("before: %+v %v", r, err)
+	}
+	// The "restart": a new handler that knows no session.
+	h.Store(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	hs.CloseClientConnections()
+	var r *Result
+	var err error
+	for range 3 { // the first call may be the one that finds the session gone
+		if r, err = set.Call(ctx, "t1", nil); err == nil {
+			break
+		}
+		t.Logf("call: %v", err)
+	}
+	if err != nil || r.Text != "I am t1" {
+		t.Fatalf("after the restart: %+v %v", r, err)
 	}
 }
