@@ -4,9 +4,23 @@ TEST_TIMEOUT ?= 900s
 FUZZTIME     ?= 10m
 PKGS         ?= ./...
 
-.PHONY: test vet race race-cluster conformance bench bench-check gobench fuzz lint e2e proto proto-check
+.PHONY: test vet race race-cluster conformance bench bench-check gobench fuzz lint e2e proto proto-check mcp-servers
 
-test: vet race race-cluster conformance
+test: mcp-servers vet race race-cluster conformance
+
+# The MCP reference servers that mcptools' tests start, pinned exactly by
+# mcptools/testdata/npm (package.json and its package-lock.json) and
+# installed with npm ci into .cache/npm (gitignored). A changed lock file
+# reinstalls; an unchanged one costs nothing.
+MCP_NPM_PINS = mcptools/testdata/npm
+MCP_NPM_DIR  = .cache/npm
+mcp-servers:
+	@if ! cmp -s $(MCP_NPM_PINS)/package-lock.json $(MCP_NPM_DIR)/package-lock.json || [ ! -d $(MCP_NPM_DIR)/node_modules/.bin ]; then \
+		command -v npm >/dev/null 2>&1 || { echo "mcp-servers: npm is needed (Node.js)"; exit 1; }; \
+		rm -rf $(MCP_NPM_DIR) && mkdir -p $(MCP_NPM_DIR) && \
+		cp $(MCP_NPM_PINS)/package.json $(MCP_NPM_PINS)/package-lock.json $(MCP_NPM_DIR)/ && \
+		npm ci --prefix $(MCP_NPM_DIR) --no-audit --no-fund --loglevel=error; \
+	fi
 
 vet:
 	$(GO) vet $(PKGS)
