@@ -57,6 +57,10 @@ type RequestFinished struct {
 	Failed      bool
 }
 
+// RequestAccepted says that grant Seq's request was accepted by the
+// provider: its response's headers arrived with a 2xx status.
+type RequestAccepted struct{ Seq uint64 }
+
 // StatsRequested asks a credential's actor for an AdmissionStats reply.
 type StatsRequested struct{}
 
@@ -190,6 +194,14 @@ func (c *CredentialState) Finish(o Owner, m RequestFinished) {
 		c.rateLimited++
 	}
 	c.pacer.release(m.Seq, m.RateLimit, m.RateLimited, m.RetryAfter, time.Now())
+	c.drain(o)
+}
+
+// Accept notes that grant seq's request was accepted (a 2xx response's
+// headers arrived), for a provider that reports no limits.
+func (c *CredentialState) Accept(o Owner, m RequestAccepted) {
+	defer c.publish()
+	c.pacer.accept(m.Seq, time.Now())
 	c.drain(o)
 }
 

@@ -257,11 +257,45 @@ type pacer struct {
 	grants     map[uint64]grant // in-flight grants by seq
 	lastReport uint64           // seq of the newest report applied
 	last       llm.RateLimit    // the newest report
+
+	// inf is the request limit of a provider that reports none (Gemini),
+	// inferred from its 429s and what its windows let through.
+	inf inference
 }
+
+// inference learns a request limit from a provider that sends no limit
+// headers (Gemini) and tells its limit only by refusing: a 429 with a retry
+// delay (Gemini's RetryInfo) ends the current window at arrival + delay,
+// and the requests the provider accepted in that window (counted when
+// their response headers arrive, not when they end: a 429 comes back at
+// once, a stream ends long after) are its limit. Two window ends a whole
+// number of windows apart give the window's length. The budget then refills
+// the limit at each window end on its own; a window that spends the whole
+// limit without a 429, three times in a row, raises it by a quarter, so a
+// limit inferred low (another client's traffic, a transient refusal) does
+// not cap the credential for good, at the cost of one 429 when the real
+// limit is met again.
+type inference struct {
+	on       bool
+	accepted int           // requests accepted since the current window began
+	end      time.Time     // the newest window end a 429 named
+	period   time.Duration // the window's length, once two ends showed it
+	starved  bool          // the current window's limit held a request back
+	refusal  bool          // the current window saw a 429
+	clean    int           // windows in a row spent whole without a 429
+}
+
+// inferGrowAfter is how many whole, refusal-free windows raise an inferred
+// limit.
+const inferGrowAfter = 3
 
 // grant is one admitted request: its token cost and the cumulative cost of
 // all grants up to and including it.
-type grant struct{ cost, cum int }
+type grant struct {
+	cost, cum int
+	accepted  bool
+	at        time.Time // when it was granted
+}
 
 func newPacer(l Limits, now time.Time) *pacer {
 	p := &pacer{limits: l, grants: map[uint64]grant{}, probeConcurrency: 4}
@@ -300,9 +334,26 @@ func (p *pacer) blocked(cost int, now time.Time) (bool, time.Time) {
 			toksAfter += g.cost
 		}
 	}
-	p.reqs.refresh(now, p.seq, int(p.seq), reqsAfter)
+	if p.inf.on {
+		if !p.reqs.resetAt.IsZero() && !now.Before(p.reqs.resetAt) {
+			p.turn(now)
+			p.reqs.remaining = p.reqs.limit
+			p.reqs.resetAt = time.Time{}
+			if p.inf.period > 0 {
+				p.reqs.resetAt = p.inf.end.Add(resetMargin)
+			}
+		}
+	} else {
+		p.reqs.refresh(now, p.seq, int(p.seq), reqsAfter)
+	}
 	p.toks.refresh(now, p.seq, p.cum, toksAfter)
 	if !p.reqs.allows(1) {
+		if p.inf.on {
+			p.inf.starved = true
+			if p.reqs.resetAt.IsZero() && p.inFlight == 0 {
+				return false, time.Time{} // the window's length is unknown: one request finds where it ends
+			}
+		}
 		return true, p.reqs.wakeAt(1, now)
 	}
 	if !p.toks.allows(cost) {
@@ -319,7 +370,7 @@ func (p *pacer) grant(cost int) uint64 {
 	p.seq++
 	p.cum += cost
 	p.inFlight++
-	p.grants[p.seq] = grant{cost: cost, cum: p.cum}
+	p.grants[p.seq] = grant{cost: cost, cum: p.cum, at: time.Now()}
 	p.reqs.used++
 	p.toks.used += cost
 	if p.reqs.known {
@@ -343,6 +394,9 @@ func (p *pacer) release(seq uint64, rl llm.RateLimit, rateLimited bool, retryAft
 	p.inFlight--
 	p.observed = true
 	if rl.HasRequests || rl.HasTokens {
+		if p.inf.on { // the provider reports its limits after all
+			p.inf, p.reqs = inference{}, budget{}
+		}
 		if seq > p.lastReport {
 			p.lastReport = seq
 			p.last = rl
@@ -363,6 +417,9 @@ func (p *pacer) release(seq uint64, rl llm.RateLimit, rateLimited bool, retryAft
 		if rl.HasTokens {
 			p.toks.learn(g.cum, rl.LimitTokens, rl.RemainingTokens, rl.ResetTokens, unseenToks, p.cum, now)
 		}
+	}
+	if rateLimited && retryAfter > 0 && p.headerless() {
+		p.refuse(g.at, now, retryAfter)
 	}
 	if rateLimited {
 		wait := retryAfter
@@ -386,6 +443,86 @@ func (p *pacer) release(seq uint64, rl llm.RateLimit, rateLimited bool, retryAft
 					b.resetAt = p.cooldownUntil
 				}
 			}
+		}
+	}
+}
+
+// headerless reports whether the provider has said nothing of its limits,
+// and no static limit stands in for them.
+func (p *pacer) headerless() bool {
+	return !p.last.HasRequests && !p.last.HasTokens && p.limits.RequestsPerMinute == 0 && (!p.reqs.known || p.inf.on)
+}
+
+// accept notes that grant seq's request was accepted (its response's
+// headers arrived): it counts in the current window.
+func (p *pacer) accept(seq uint64, now time.Time) {
+	g, ok := p.grants[seq]
+	if !ok || g.accepted {
+		return
+	}
+	g.accepted = true
+	p.grants[seq] = g
+	p.inf.accepted++
+}
+
+// refuse learns from a 429 of a headerless provider that named its retry
+// delay: the window it ends and what it let through.
+//
+// A refusal's window end is its arrival plus its delay, and arrival is late
+// by however long the answer took to reach us: of the refusals of one
+// window the earliest end is the truest. Only a request granted after the
+// known window's end can be refused by a later window.
+func (p *pacer) refuse(grantedAt, now time.Time, delay time.Duration) {
+	inf := &p.inf
+	if !inf.on && inf.accepted == 0 {
+		return // a refusal before anything was let through teaches only its cooldown
+	}
+	end := now.Add(delay)
+	tol := 20*time.Millisecond + delay/50
+	limit := max(inf.accepted, 1)
+	switch {
+	case inf.on && (grantedAt.Before(inf.end) || !end.After(inf.end.Add(tol))):
+		if end.Before(inf.end) && inf.end.After(now) { // a truer end of the window not yet turned
+			inf.end = end
+			if p.reqs.resetAt.After(end.Add(resetMargin)) {
+				p.reqs.resetAt = end.Add(resetMargin)
+			}
+		}
+		// The window already known. Its first refusal says it let fewer
+		// through than inferred; later ones (the rest of a burst) only
+		// count acceptances that arrived late.
+		if !inf.refusal {
+			p.reqs.limit = limit
+		} else {
+			p.reqs.limit = max(p.reqs.limit, limit)
+		}
+		inf.refusal = true
+		return
+	case inf.on && !inf.end.IsZero():
+		if gap := end.Sub(inf.end); gap > tol && (inf.period == 0 || gap < inf.period-tol) {
+			inf.period = gap
+		}
+	}
+	inf.on, inf.end, inf.refusal, inf.starved, inf.clean = true, end, true, false, 0
+	p.reqs = budget{known: true, limit: limit, remaining: 0, resetAt: end.Add(resetMargin), window: inf.period}
+}
+
+// turn starts an inferred limit's next window at its reset.
+func (p *pacer) turn(now time.Time) {
+	inf := &p.inf
+	if inf.starved && !inf.refusal {
+		if inf.clean++; inf.clean >= inferGrowAfter {
+			p.reqs.limit += max(1, p.reqs.limit/4)
+			inf.clean = 0
+		}
+	} else if inf.refusal {
+		inf.clean = 0
+	}
+	inf.accepted, inf.starved, inf.refusal = 0, false, false
+	if inf.period > 0 {
+		inf.end = inf.end.Add(inf.period)
+		for !inf.end.After(now) {
+			inf.end = inf.end.Add(inf.period)
 		}
 	}
 }

@@ -243,3 +243,43 @@ func TestPacerNewestStateWins(t *testing.T) {
 		t.Fatalf("refilled at the older state's reset: remaining %d", p.reqs.remaining)
 	}
 }
+
+// TestPacerInfersAHeaderlessLimit: a provider that sends no limit headers
+// (Gemini) tells its limit by refusing: the requests it accepted before the
+// 429 are the window's limit, the 429's delay names the window's end, and
+// the rest of the same burst's 429s do not lower it.
+func TestPacerInfersAHeaderlessLimit(t *testing.T) {
+	now := time.Now()
+	p := newPacer(Limits{}, now)
+	p.observed = true
+	var seqs []uint64
+	for range 8 {
+		seqs = append(seqs, p.grant(1))
+	}
+	for _, s := range seqs[:5] {
+		p.accept(s, now)
+	}
+	// Three of the burst are refused; the window ends 400ms from now.
+	for i, s := range seqs[5:] {
+		p.release(s, llm.RateLimit{}, true, 400*time.Millisecond-time.Duration(i)*time.Millisecond, now.Add(time.Duration(i)*time.Millisecond))
+	}
+	if !p.inf.on || p.reqs.limit != 5 {
+		t.Fatalf("inferred %v limit %d, want 5 (what the window accepted)", p.inf.on, p.reqs.limit)
+	}
+	for _, s := range seqs[:5] {
+		p.release(s, llm.RateLimit{}, false, 0, now.Add(10*time.Millisecond))
+	}
+	if b, _ := p.blocked(1, now.Add(300*time.Millisecond)); !b {
+		t.Fatal("admitted inside the refused window")
+	}
+	later := now.Add(420 * time.Millisecond)
+	for i := range 5 {
+		if b, _ := p.blocked(1, later); b {
+			t.Fatalf("request %d of the next window blocked", i)
+		}
+		p.accept(p.grant(1), later)
+	}
+	if b, _ := p.blocked(1, later); !b {
+		t.Fatal("a sixth request admitted in a window that lets five through")
+	}
+}

@@ -82,6 +82,8 @@ func (a *credentialActor) Receive(ctx actor.Context) {
 		a.c.Cancel(a, m)
 	case RequestFinished:
 		a.c.Finish(a, m)
+	case RequestAccepted:
+		a.c.Accept(a, m)
 	case wake:
 		a.c.Wake(a)
 	case StatsRequested:
@@ -160,11 +162,24 @@ type Admitter interface {
 
 var _ Admitter = (*Ref)(nil)
 
+// Acceptor is an Admitter that also hears when a granted request was
+// accepted, before it ends (see RequestAccepted). An Admitter that is not
+// one paces a provider without limit headers from its 429s and ends alone.
+type Acceptor interface {
+	Accepted(seq uint64)
+}
+
+var _ Acceptor = (*Ref)(nil)
+
 // Load returns the credential's queue, in-flight count and cooldown end.
 func (r *Ref) Load() (queued, inFlight int, cooldownUntil time.Time) { return r.Cred.Load() }
 
 // Finish reports the end of grant seq.
 func (r *Ref) Finish(f RequestFinished) { r.sys.Root.Send(r.pid, f) }
+
+// Accepted reports that grant seq's request was accepted (see
+// RequestAccepted). It is an Acceptor's method.
+func (r *Ref) Accepted(seq uint64) { r.sys.Root.Send(r.pid, RequestAccepted{Seq: seq}) }
 
 // Stats asks the actor for a snapshot.
 func (r *Ref) Stats(timeout time.Duration) (AdmissionStats, error) {

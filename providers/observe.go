@@ -1,6 +1,7 @@
 package providers
 
 import (
+	"context"
 	"log/slog"
 	"time"
 )
@@ -46,4 +47,23 @@ func (c *Client) callObserver(o AttemptObserver, ev AttemptEvent) {
 		}
 	}()
 	o(ev)
+}
+
+type acceptKey struct{}
+
+// WithAcceptHook returns a context whose calls run fn each time an attempt
+// gets a 2xx response's headers: the provider accepted the request, before
+// any of its body is read. A pacer of a provider that reports no limits
+// counts what a window let through by this, not by when a stream ends (a
+// 429 comes back at once, a stream's end long after). fn runs on the
+// caller's goroutine, once per accepted attempt.
+func WithAcceptHook(ctx context.Context, fn func()) context.Context {
+	return context.WithValue(ctx, acceptKey{}, fn)
+}
+
+// accepted runs ctx's accept hook, if any.
+func accepted(ctx context.Context) {
+	if fn, ok := ctx.Value(acceptKey{}).(func()); ok {
+		fn()
+	}
 }

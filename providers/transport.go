@@ -100,6 +100,7 @@ func (c *Client) send(ctx context.Context, wreq *wire.Request, stream bool) (*ht
 		resp.Body.Close()
 		return nil, c.statusError(resp, body)
 	}
+	accepted(ctx)
 	return resp, nil
 }
 

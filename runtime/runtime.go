@@ -304,7 +304,17 @@ func (rt *Runtime) place(ctx context.Context, targets []target, cost int, call f
 					return err // overloaded or closed: the caller hears it at once
 				}
 			}
-			o := call(ctx, c, t.model)
+			cctx := ctx
+			if a, ok := c.ref.(actors.Acceptor); ok {
+				once := false
+				cctx = providers.WithAcceptHook(ctx, func() {
+					if !once { // retries inside the call accept again
+						once = true
+						a.Accepted(seq)
+					}
+				})
+			}
+			o := call(cctx, c, t.model)
 			rt.account(c, t, o) // cost.go
 			c.ref.Finish(finished(seq, o))
 			if o.err == nil {
