@@ -299,7 +299,7 @@ func isClosed(ch <-chan struct{}) bool {
 }
 
 // call runs one tools/call.
-func (c *serverConn) call(ctx context.Context, t *Tool, args json.RawMessage) (*Result, error) {
+func (c *serverConn) call(ctx context.Context, t *Tool, args json.RawMessage, key string) (*Result, error) {
 	timeout := c.cfg.Timeout
 	if timeout == 0 {
 		timeout = c.set.opts.CallTimeout
@@ -320,6 +320,9 @@ func (c *serverConn) call(ctx context.Context, t *Tool, args json.RawMessage) (*
 	}
 	p := &mcp.CallToolParams{Name: t.RemoteName, Arguments: args}
 	p.SetProgressToken(fmt.Sprintf("chorus-%d", c.calls.Add(1)))
+	if key != "" {
+		p.Meta[IdempotencyKeyMeta] = key
+	}
 	r, err := cs.CallTool(ctx, p)
 	var werr *jsonrpc.Error
 	if err != nil && ctx.Err() == nil && !errors.As(err, &werr) {

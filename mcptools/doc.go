@@ -47,6 +47,9 @@
 // notifications/cancelled for the request, so the server can stop the work.
 // A call that finds its server restarting waits for it within that budget.
 // Each call carries a progress token; progress is logged at debug level.
+// A session's idempotent write sends its idempotency key
+// (<session>/<turn>/<call>, the same on every attempt) in the call's _meta
+// under IdempotencyKeyMeta, for servers that can deduplicate.
 //
 // Results:
 //   - Text content becomes the tool result the model sees (pieces joined

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/session"
 )
 
 const testToken = "s3cret-token-value"
@@ -72,7 +73,7 @@ func TestHTTPServerListsPagesAndRefreshes(t *testing.T) {
 	// t2 removed on the server but still in our list: the call is refused
 	// by the server with a JSON-RPC error.
 	srv.RemoveTools("t2")
-	_, err = set.server("go").call(ctx, &Tool{Name: "go_t2", RemoteName: "t2"}, nil)
+	_, err = set.server("go").call(ctx, &Tool{Name: "go_t2", RemoteName: "t2"}, nil, "")
 	var ce *CallError
 	if !errors.As(err, &ce) || ce.Server != "go" || !strings.Contains(err.Error(), "unknown tool") {
 		t.Errorf("call of a removed tool: want a *CallError from the server, got %T %v", err, err)
@@ -205,5 +206,48 @@ func TestHTTPServerRestarted(t *testing.T) {
 	}
 	if err != nil || r.Text != "I am t1" {
 		t.Fatalf("after the restart: %+v %v", r, err)
+	}
+}
+
+// TestSessionSendsIdempotencyKey: a session's idempotent write sends its
+// key <session>/<turn>/<call> in the call's _meta; other effects send none.
+func TestSessionSendsIdempotencyKey(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "go-test", Version: "1"}, nil)
+	for _, name := range []string{"put", "get"} {
+		srv.AddTool(&mcp.Tool{Name: name, InputSchema: map[string]any{"type": "object"}},
+			func(_ context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				key, _ := r.Params.Meta[IdempotencyKeyMeta].(string)
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "key=" + key}}}, nil
+			})
+	}
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	hs := httptest.NewServer(h)
+	t.Cleanup(hs.Close)
+	set := start(t, Options{Servers: []Server{{Name: "go", URL: hs.URL}}})
+	m, _ := newManager(t, set.SessionTools(), map[string]session.ToolPolicy{
+		"put": {Effect: session.EffectIdempotentWrite}, "get": {Effect: session.EffectRead}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := m.Send(ctx, "kv", llm.UserText("call put then get")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Wait(ctx, "kv"); err != nil {
+		t.Fatal(err)
+	}
+	s, err := m.Snapshot(ctx, "kv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range s.Tools {
+		want := "key="
+		if r.Name == "put" {
+			want += "kv/1/" + r.ID
+		}
+		if r.Status != session.StatusSucceeded || r.Result != want {
+			t.Errorf("%s: %s %q, want %q", r.Name, r.Status, r.Result, want)
+		}
+	}
+	if len(s.Tools) != 2 {
+		t.Errorf("records: %+v", s.Tools)
 	}
 }

@@ -242,6 +242,15 @@ func (s *Set) Tools() []Tool {
 // finds its server restarting waits for it. It returns the result, with
 // IsError set when the server marked it so, or a *CallError.
 func (s *Set) Call(ctx context.Context, name string, args json.RawMessage) (*Result, error) {
+	return s.call(ctx, name, args, "")
+}
+
+// IdempotencyKeyMeta is the _meta key under which a session's idempotent
+// write sends its idempotency key (<session>/<turn>/<call>, the same on
+// every attempt), for servers that can deduplicate.
+const IdempotencyKeyMeta = "chorus/idempotencyKey"
+
+func (s *Set) call(ctx context.Context, name string, args json.RawMessage, key string) (*Result, error) {
 	select {
 	case <-s.closing:
 		return nil, ErrClosed
@@ -253,8 +262,7 @@ func (s *Set) Call(ctx context.Context, name string, args json.RawMessage) (*Res
 	if t == nil {
 		return nil, &CallError{Tool: name, Err: errors.New("no such tool (the server may have removed it)")}
 	}
-	c := s.server(t.Server)
-	return c.call(ctx, t, args)
+	return s.server(t.Server).call(ctx, t, args, key)
 }
 
 func (s *Set) server(name string) *serverConn {

@@ -96,7 +96,7 @@ func TestResultKinds(t *testing.T) {
 	// A tool the server does not have (it went away after the list): the
 	// TypeScript SDK answers isError, others a JSON-RPC error (a *CallError).
 	tool := &Tool{Name: "no-such-tool", Server: "everything", RemoteName: "no-such-tool"}
-	r, err = set.server("everything").call(ctx, tool, nil)
+	r, err = set.server("everything").call(ctx, tool, nil, "")
 	var ce *CallError
 	if (err == nil && !r.IsError) || (err != nil && (!asCallError(err, &ce) || ce.Server != "everything")) {
 		t.Errorf("unknown tool on the server: want isError or a *CallError, got %+v, %T %v", r, err, err)

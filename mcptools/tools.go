@@ -53,13 +53,14 @@ func (s *Set) ToolSet() pipeline.ToolSet {
 // Go tool's. A result marked isError is a *session.ToolError (failed, no
 // retry); a JSON-RPC error, a lost server or a timeout is an error that
 // follows the effect's retry rule. Images go to the session's media store,
-// the journal keeps references.
+// the journal keeps references. An idempotent write sends its idempotency
+// key in the call's _meta (IdempotencyKeyMeta).
 func (s *Set) SessionTools() []session.Tool {
 	var out []session.Tool
 	for _, t := range s.Tools() {
 		name := t.Name
 		out = append(out, session.Tool{Def: t.Definition, Effect: t.Effect, Handler: func(ctx context.Context, call session.Call) (session.Result, error) {
-			r, err := s.Call(ctx, name, call.Arguments)
+			r, err := s.call(ctx, name, call.Arguments, call.IdempotencyKey)
 			if err != nil {
 				return session.Result{}, err
 			}
