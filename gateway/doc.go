@@ -1,0 +1,74 @@
+// Package gateway serves the providers' own wire formats over a
+// runtime.Runtime, so that code in any language, through its official SDK,
+// gets Chorus's pacing, fallbacks, learn-once state and aliases. A Handler
+// is an http.Handler: mount it in your own server, or run it with
+// "chorus serve".
+//
+//	rt, _ := runtime.New(runtime.FromEnv())
+//	h, _ := gateway.New(rt, gateway.Options{})
+//	http.ListenAndServe("127.0.0.1:8080", h) // no keys: loopback only
+//
+// # Endpoints
+//
+// OpenAI Chat Completions format:
+//
+//	POST /v1/chat/completions   buffered, or SSE chunks with "stream":true
+//	                            (tools, tool_choice, response_format,
+//	                            stream_options.include_usage)
+//	POST /v1/embeddings         input as a string or strings; float or base64
+//	GET  /v1/models             the runtime's aliases, then every provider's
+//	                            models as provider/model
+//
+// A model is what the runtime takes: provider/model or an alias. Requests
+// are decoded, and answers encoded, by the server side of each format's
+// codec package (providers/openai's server.go): the gateway holds no wire
+// knowledge of its own.
+//
+// # Keys
+//
+// With Options.Keys empty the handler authenticates no one: whoever can
+// reach it spends the runtime's provider keys, so it must listen on
+// loopback only ("chorus serve" refuses any other address without keys).
+// With keys, every request must present one the way its SDK sends it:
+// Authorization: Bearer (OpenAI), x-api-key (Anthropic), x-goog-api-key or
+// ?key= (Gemini). Only SHA-256 hashes are kept and compared in constant
+// time. A key may be limited to models (exact names or "provider/*"; 403
+// otherwise), to requests and tokens per minute, and to calls in flight;
+// past a limit the answer is 429 with retry-after. The window is a fixed
+// minute from the first request after the previous window ended; tokens are
+// charged after each call from the usage it reported (prompt and
+// completion), so the last call of a window may overrun its token budget.
+// Provider keys are never taken from a client, never forwarded from one,
+// never shown: a client's key is only ever compared with the gateway keys.
+//
+// # Headers
+//
+// Every answer to a keyed request carries the key's own limits in the
+// names the OpenAI SDKs read: x-ratelimit-{limit,remaining,reset}-
+// {requests,tokens} (reset as Go duration text, "45s"). x-chorus-model is
+// the model the client asked for; buffered answers add x-chorus-provider
+// (the provider id that answered) and x-chorus-attempts (HTTP attempts).
+//
+// # Errors
+//
+// Errors are written in the client's format with a status its SDK maps to
+// its own exception (see errorFor): 400 for a request the gateway or the
+// runtime refuses, 404 for a model no provider or alias serves, 401 and
+// 403 for gateway keys, 429 with retry-after for rate limits (the key's,
+// or the providers' once the runtime's waiting and fallbacks are spent),
+// 503 for a full admission queue, 502 for a provider that failed, 504 for
+// a passed deadline. A provider's own 401 or 403 is a 502: the client's
+// key was fine.
+//
+// # Streams
+//
+// Nothing is written before the stream's first event, so until then the
+// runtime's retries and fallbacks apply and a failure is an ordinary error
+// answer. After it, a failure is an in-band error event in the client's
+// format (OpenAI: data: {"error":{...}}, with no [DONE]), never a silently
+// truncated stream. A client that disconnects cancels the upstream call at
+// once (the request's context is the call's). A slow client slows only its
+// own stream: events wait in the runtime's bounded stream buffer, and the
+// gateway holds at most Options.FlushEvents encoded events, so the
+// upstream read blocks instead of memory growing.
+package gateway

@@ -1,0 +1,175 @@
+package gateway
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/chorusrt/chorus/runtime"
+)
+
+// DefaultMaxBodyBytes caps a request body when Options.MaxBodyBytes is zero.
+const DefaultMaxBodyBytes = 32 << 20
+
+// Key is one gateway key: what a client presents instead of a provider key.
+// Only its SHA-256 is kept.
+type Key struct {
+	// Name identifies the key in logs and errors; it is not secret.
+	Name string
+	// SHA256 is the SHA-256 of the key's text (HashKey).
+	SHA256 [32]byte
+	// Models the key may call: exact names ("openai/gpt-4.1-mini", an
+	// alias) or a provider's every model ("openai/*"). Empty: every model.
+	Models []string
+	// RPM and TPM are requests and tokens per minute for this key (zero:
+	// unlimited); Concurrency bounds its calls in flight (zero: unbounded).
+	RPM, TPM, Concurrency int
+}
+
+// HashKey returns the SHA-256 of a key's text, as Key.SHA256 holds it.
+func HashKey(key string) [32]byte { return sha256.Sum256([]byte(key)) }
+
+// ParseKeyHash reads "sha256:<64 hex digits>" (or the bare hex) into a hash.
+func ParseKeyHash(s string) ([32]byte, error) {
+	var h [32]byte
+	b, err := hex.DecodeString(strings.TrimPrefix(s, "sha256:"))
+	if err != nil || len(b) != len(h) {
+		return h, errors.New("gateway: a key hash is sha256:<64 hex digits>")
+	}
+	copy(h[:], b)
+	return h, nil
+}
+
+// Options configures a Handler. The zero value serves every model to every
+// client with no key: mount it on loopback only.
+type Options struct {
+	// Keys are the gateway keys clients must present. None: no
+	// authentication (any key, or none, is accepted and ignored).
+	Keys []Key
+	// Logger receives one line per failed request (never a key, never
+	// content); nil discards.
+	Logger *slog.Logger
+	// MaxBodyBytes caps a request body (default DefaultMaxBodyBytes).
+	MaxBodyBytes int64
+	// FlushEvents is the most streamed events written per flush when more
+	// are already waiting (default 64). It bounds what one stream holds in
+	// memory beyond the runtime's stream buffer.
+	FlushEvents int
+	// Now is the clock of the per-key limits (default time.Now).
+	Now func() time.Time
+}
+
+// Handler serves the providers' wire formats over a runtime. It is an
+// http.Handler: mount it at the root of a server, or under a prefix with
+// http.StripPrefix.
+type Handler struct {
+	rt   *runtime.Runtime
+	opts Options
+	log  *slog.Logger
+	mux  *http.ServeMux
+	keys map[[32]byte]*keyState
+}
+
+// New returns a Handler over rt. It does not own rt: closing the runtime
+// is the caller's.
+func New(rt *runtime.Runtime, opts Options) (*Handler, error) {
+	if rt == nil {
+		return nil, errors.New("gateway: nil runtime")
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.FlushEvents <= 0 {
+		opts.FlushEvents = 64
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	h := &Handler{rt: rt, opts: opts, log: opts.Logger, mux: http.NewServeMux(), keys: map[[32]byte]*keyState{}}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	for i, k := range opts.Keys {
+		if k.SHA256 == ([32]byte{}) {
+			return nil, fmt.Errorf("gateway: key %d (%q) has no hash", i, k.Name)
+		}
+		if _, dup := h.keys[k.SHA256]; dup {
+			return nil, fmt.Errorf("gateway: key %q is configured twice", k.Name)
+		}
+		h.keys[k.SHA256] = newKeyState(k)
+	}
+	h.routes()
+	return h, nil
+}
+
+// Authenticated reports whether the handler requires gateway keys.
+func (h *Handler) Authenticated() bool { return len(h.keys) > 0 }
+
+func (h *Handler) routes() {
+	h.mux.HandleFunc("POST /v1/chat/completions", h.openAIChat)
+	h.mux.HandleFunc("POST /v1/embeddings", h.openAIEmbeddings)
+	h.mux.HandleFunc("GET /v1/models", h.openAIModels)
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		h.fail(w, formatOf(r), &Error{Status: http.StatusNotFound, Message: "no such endpoint: " + r.Method + " " + r.URL.Path})
+	})
+}
+
+// ServeHTTP serves one request.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// presentedKey is the key a client sent, the way its SDK sends it:
+// Authorization: Bearer (OpenAI), x-api-key (Anthropic), x-goog-api-key or
+// ?key= (Gemini).
+func presentedKey(r *http.Request) string {
+	if v := r.Header.Get("Authorization"); v != "" {
+		if k, ok := strings.CutPrefix(v, "Bearer "); ok {
+			return strings.TrimSpace(k)
+		}
+	}
+	if v := r.Header.Get("x-api-key"); v != "" {
+		return v
+	}
+	if v := r.Header.Get("x-goog-api-key"); v != "" {
+		return v
+	}
+	return r.URL.Query().Get("key")
+}
+
+// authenticate finds the client's key. With no keys configured it answers
+// an unlimited anonymous state.
+func (h *Handler) authenticate(r *http.Request) (*keyState, *Error) {
+	if len(h.keys) == 0 {
+		return nil, nil
+	}
+	k := presentedKey(r)
+	if k == "" {
+		return nil, &Error{Status: http.StatusUnauthorized, Message: "missing gateway key (Authorization: Bearer, x-api-key or x-goog-api-key)"}
+	}
+	sum := HashKey(k)
+	for hash, ks := range h.keys {
+		if subtle.ConstantTimeCompare(hash[:], sum[:]) == 1 {
+			return ks, nil
+		}
+	}
+	return nil, &Error{Status: http.StatusUnauthorized, Message: "invalid gateway key"}
+}
+
+// readBody reads a capped request body.
+func (h *Handler) readBody(r *http.Request) ([]byte, *Error) {
+	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, h.opts.MaxBodyBytes))
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			return nil, &Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("request body exceeds %d bytes", h.opts.MaxBodyBytes)}
+		}
+		return nil, &Error{Status: http.StatusBadRequest, Message: "reading the request body failed"}
+	}
+	return b, nil
+}

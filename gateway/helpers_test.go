@@ -1,0 +1,143 @@
+package gateway_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chorusrt/chorus/gateway"
+	"github.com/chorusrt/chorus/llmtest"
+	"github.com/chorusrt/chorus/providers"
+	"github.com/chorusrt/chorus/runtime"
+)
+
+// providerKey is the runtime's own key: it must never reach a client.
+const providerKey = "sk-provider-SECRET-0123456789"
+
+var fast = providers.RetryPolicy{MaxAttempts: 2, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}
+
+type fixture struct {
+	up  *llmtest.Server
+	rt  *runtime.Runtime
+	gw  *httptest.Server
+	url string
+}
+
+// newFixture runs a gateway over a runtime whose provider "openai" is an
+// llmtest fake (OpenAI format) and "anthropic" another (Anthropic format).
+func newFixture(t *testing.T, opts gateway.Options, rtOpts ...runtime.Option) *fixture {
+	t.Helper()
+	up := llmtest.NewServer()
+	base := []runtime.Option{
+		runtime.WithProvider(providers.Config{ID: "openai", Format: providers.FormatOpenAI, BaseURL: up.OpenAIBaseURL(), APIKey: providerKey}),
+		runtime.WithProvider(providers.Config{ID: "anthropic", Format: providers.FormatAnthropic, BaseURL: up.AnthropicBaseURL(), APIKey: providerKey}),
+		runtime.WithClientOptions(providers.WithRetryPolicy(fast), providers.WithTimeout(20*time.Second), providers.WithIdleTimeout(10*time.Second)),
+		runtime.WithAlias("fast", "openai/gpt-4.1-mini", "anthropic/claude-haiku-4-5"),
+	}
+	rt, err := runtime.New(append(base, rtOpts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := gateway.New(rt, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := httptest.NewServer(h)
+	t.Cleanup(func() {
+		gw.CloseClientConnections()
+		gw.Close()
+		rt.Close(context.Background())
+		up.Close()
+	})
+	return &fixture{up: up, rt: rt, gw: gw, url: gw.URL}
+}
+
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (f *fixture) do(t *testing.T, method, path, body string, header ...string) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, f.url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := f.gw.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := answer{status: resp.StatusCode, header: resp.Header, body: b}
+	assertNoKey(t, a)
+	return a
+}
+
+// assertNoKey fails when the provider key appears in an answer.
+func assertNoKey(t *testing.T, a answer) {
+	t.Helper()
+	if bytes.Contains(a.body, []byte(providerKey)) {
+		t.Fatalf("the provider key is in a response body: %s", a.body)
+	}
+	for k, vs := range a.header {
+		for _, v := range vs {
+			if strings.Contains(v, providerKey) {
+				t.Fatalf("the provider key is in response header %s", k)
+			}
+		}
+	}
+}
+
+func decode(t *testing.T, b []byte, v any) {
+	t.Helper()
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%v in %s", err, b)
+	}
+}
+
+// sseData returns the data payloads of an SSE body, in order.
+func sseData(body []byte) []string {
+	var out []string
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(make([]byte, 1<<20), 1<<22)
+	for sc.Scan() {
+		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// sseEvents returns event name and data pairs of an SSE body.
+func sseEvents(body []byte) [][2]string {
+	var out [][2]string
+	var name string
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(make([]byte, 1<<20), 1<<22)
+	for sc.Scan() {
+		line := sc.Text()
+		if n, ok := strings.CutPrefix(line, "event: "); ok {
+			name = n
+		} else if d, ok := strings.CutPrefix(line, "data: "); ok {
+			out = append(out, [2]string{name, d})
+			name = ""
+		}
+	}
+	return out
+}

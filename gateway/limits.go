@@ -1,0 +1,107 @@
+package gateway
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/chorusrt/chorus/providers/openai"
+)
+
+// window is the span of a key's RPM and TPM budgets.
+const window = time.Minute
+
+// keyState is one gateway key's budgets: a fixed one-minute window that
+// starts at the first request after the previous one ended, and a count of
+// calls in flight.
+type keyState struct {
+	key Key
+
+	mu       sync.Mutex
+	start    time.Time
+	reqs     int // requests admitted in the window
+	toks     int // tokens charged in the window
+	inFlight int
+}
+
+func newKeyState(k Key) *keyState { return &keyState{key: k} }
+
+// limitsView is a snapshot for the x-ratelimit-* headers.
+type limitsView struct {
+	rpm, tpm, remReq, remTok int
+	reset                    time.Duration
+}
+
+func (k *keyState) roll(now time.Time) {
+	if k.start.IsZero() || now.Sub(k.start) >= window {
+		k.start, k.reqs, k.toks = now, 0, 0
+	}
+}
+
+func (k *keyState) view(now time.Time) limitsView {
+	return limitsView{
+		rpm: k.key.RPM, tpm: k.key.TPM,
+		remReq: k.key.RPM - k.reqs, remTok: k.key.TPM - k.toks,
+		reset: max(k.start.Add(window).Sub(now), 0),
+	}
+}
+
+// admit takes one request from the key's budgets. A request is refused
+// with 429 when the window's requests are spent, when its tokens are spent
+// (tokens are charged after each call from the usage it reported, so a call
+// may overrun the last few tokens of a window), or when Concurrency calls
+// are in flight. release ends the call and charges its tokens.
+func (k *keyState) admit(now time.Time) (release func(tokens int), v limitsView, e *Error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.roll(now)
+	v = k.view(now)
+	switch {
+	case k.key.RPM > 0 && k.reqs >= k.key.RPM:
+		return nil, v, &Error{Status: http.StatusTooManyRequests, Message: fmt.Sprintf("gateway key %q: %d requests per minute reached", k.key.Name, k.key.RPM), RetryAfter: v.reset}
+	case k.key.TPM > 0 && k.toks >= k.key.TPM:
+		return nil, v, &Error{Status: http.StatusTooManyRequests, Message: fmt.Sprintf("gateway key %q: %d tokens per minute reached", k.key.Name, k.key.TPM), RetryAfter: v.reset}
+	case k.key.Concurrency > 0 && k.inFlight >= k.key.Concurrency:
+		return nil, v, &Error{Status: http.StatusTooManyRequests, Message: fmt.Sprintf("gateway key %q: %d calls in flight", k.key.Name, k.key.Concurrency), RetryAfter: time.Second}
+	}
+	k.reqs++
+	k.inFlight++
+	v = k.view(now)
+	start := k.start
+	var once sync.Once
+	return func(tokens int) {
+		once.Do(func() {
+			k.mu.Lock()
+			defer k.mu.Unlock()
+			k.inFlight--
+			if k.start.Equal(start) {
+				k.toks += tokens
+			}
+		})
+	}, v, nil
+}
+
+// allows reports whether the key may call model.
+func (k *keyState) allows(model string) bool {
+	if len(k.key.Models) == 0 {
+		return true
+	}
+	for _, m := range k.key.Models {
+		if m == model {
+			return true
+		}
+		if p, ok := strings.CutSuffix(m, "/*"); ok && strings.HasPrefix(model, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// setRateLimitHeaders writes the key's own limits in the x-ratelimit-*
+// names the OpenAI SDKs read.
+func setRateLimitHeaders(h http.Header, v limitsView) {
+	reset := v.reset.Round(time.Millisecond).String()
+	openai.ServerRateLimitHeaders(h, v.rpm, v.remReq, v.tpm, v.remTok, reset, reset)
+}

@@ -1,0 +1,195 @@
+package gateway
+
+import (
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/providers/openai"
+)
+
+// call is what every endpoint does before calling the runtime: it
+// authenticates, checks the model against the key and takes the key's
+// budgets. done ends the call, charging its tokens.
+func (h *Handler) call(w http.ResponseWriter, r *http.Request, f format, model string, ks *keyState) (done func(llm.Usage), ok bool) {
+	if ks == nil {
+		return func(llm.Usage) {}, true
+	}
+	if !ks.allows(model) {
+		h.fail(w, f, &Error{Status: http.StatusForbidden, Message: "gateway key " + strconv.Quote(ks.key.Name) + " may not call model " + strconv.Quote(model)})
+		return nil, false
+	}
+	release, v, e := ks.admit(h.opts.Now())
+	setRateLimitHeaders(w.Header(), v)
+	if e != nil {
+		h.fail(w, f, e)
+		return nil, false
+	}
+	return func(u llm.Usage) { release(u.TotalTokens()) }, true
+}
+
+// chorusHeaders names what served a call.
+func chorusHeaders(hd http.Header, model string, meta *llm.ResponseMeta) {
+	hd.Set("x-chorus-model", model)
+	if meta == nil {
+		return
+	}
+	if meta.Provider != "" {
+		hd.Set("x-chorus-provider", meta.Provider)
+	}
+	if meta.Attempts > 0 {
+		hd.Set("x-chorus-attempts", strconv.Itoa(meta.Attempts))
+	}
+}
+
+func (h *Handler) openAIChat(w http.ResponseWriter, r *http.Request) {
+	const f = formatOpenAI
+	ks, e := h.authenticate(r)
+	if e != nil {
+		h.fail(w, f, e)
+		return
+	}
+	body, e := h.readBody(r)
+	if e != nil {
+		h.fail(w, f, e)
+		return
+	}
+	sc, err := openai.DecodeServerChat(body)
+	if err != nil {
+		h.fail(w, f, errorFor(err))
+		return
+	}
+	req := sc.Chat
+	done, ok := h.call(w, r, f, req.Model, ks)
+	if !ok {
+		return
+	}
+	created := h.opts.Now().Unix()
+	if !sc.Stream {
+		res, err := h.rt.Chat(r.Context(), req)
+		if err != nil {
+			done(llm.Usage{})
+			h.fail(w, f, errorFor(err))
+			return
+		}
+		done(res.Usage)
+		b, err := openai.EncodeServerChat(res, req.Model, created)
+		if err != nil {
+			h.fail(w, f, errorFor(err))
+			return
+		}
+		chorusHeaders(w.Header(), req.Model, &res.Meta)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(b)
+		return
+	}
+	s, err := h.rt.Stream(r.Context(), req)
+	if err != nil {
+		done(llm.Usage{})
+		h.fail(w, f, errorFor(err))
+		return
+	}
+	enc := &openAIStream{s: openai.NewServerStream("chatcmpl-chorus-"+strconv.FormatInt(h.opts.Now().UnixNano(), 36), req.Model, created, sc.IncludeUsage)}
+	res, _ := h.pump(w, f, s, enc, func(hd http.Header) { chorusHeaders(hd, req.Model, nil) })
+	if res != nil {
+		done(res.Usage)
+	} else {
+		done(llm.Usage{})
+	}
+}
+
+type openAIStream struct{ s *openai.ServerStream }
+
+func (o *openAIStream) event(dst []byte, ev *llm.Event) []byte     { return o.s.Event(dst, ev) }
+func (o *openAIStream) end(dst []byte, res *llm.ChatResult) []byte { return o.s.End(dst, res) }
+func (o *openAIStream) fail(dst []byte, e *Error) []byte           { return o.s.Error(dst, e.Status, e.Message) }
+
+func (h *Handler) openAIEmbeddings(w http.ResponseWriter, r *http.Request) {
+	const f = formatOpenAI
+	ks, e := h.authenticate(r)
+	if e != nil {
+		h.fail(w, f, e)
+		return
+	}
+	body, e := h.readBody(r)
+	if e != nil {
+		h.fail(w, f, e)
+		return
+	}
+	req, b64, err := openai.DecodeServerEmbed(body)
+	if err != nil {
+		h.fail(w, f, errorFor(err))
+		return
+	}
+	done, ok := h.call(w, r, f, req.Model, ks)
+	if !ok {
+		return
+	}
+	res, err := h.rt.Embed(r.Context(), req)
+	if err != nil {
+		done(llm.Usage{})
+		h.fail(w, f, errorFor(err))
+		return
+	}
+	done(res.Usage)
+	out, err := openai.EncodeServerEmbed(res, req.Model, b64)
+	if err != nil {
+		h.fail(w, f, errorFor(err))
+		return
+	}
+	chorusHeaders(w.Header(), req.Model, &res.Meta)
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(out)
+}
+
+// openAIModels lists the aliases, then every provider's models as
+// provider/model, limited to what the key may call. A provider whose list
+// fails is left out (and logged), so one provider down does not hide the
+// others.
+func (h *Handler) openAIModels(w http.ResponseWriter, r *http.Request) {
+	const f = formatOpenAI
+	ks, e := h.authenticate(r)
+	if e != nil {
+		h.fail(w, f, e)
+		return
+	}
+	created := h.opts.Now().Unix()
+	var out []openai.ServerModel
+	add := func(id, owner string) {
+		if ks == nil || ks.allows(id) {
+			out = append(out, openai.ServerModel{ID: id, OwnedBy: owner, Created: created})
+		}
+	}
+	aliases := h.rt.Aliases()
+	names := make([]string, 0, len(aliases))
+	for a := range aliases {
+		names = append(names, a)
+	}
+	slices.Sort(names)
+	for _, a := range names {
+		add(a, "chorus")
+	}
+	for _, p := range h.rt.Providers() {
+		ms, err := h.rt.ListModels(r.Context(), p)
+		if err != nil {
+			h.log.Warn("gateway: listing models failed", "provider", p, "error", err.Error())
+			continue
+		}
+		for _, m := range ms {
+			id := m.ID
+			if !strings.HasPrefix(id, p+"/") {
+				id = p + "/" + strings.TrimPrefix(id, "models/")
+			}
+			add(id, p)
+		}
+	}
+	b, err := openai.EncodeServerModels(out)
+	if err != nil {
+		h.fail(w, f, errorFor(err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b)
+}

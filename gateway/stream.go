@@ -1,0 +1,101 @@
+package gateway
+
+import (
+	"net/http"
+
+	"github.com/chorusrt/chorus/llm"
+)
+
+// streamEncoder writes one streamed answer in a client's format.
+type streamEncoder interface {
+	// event appends the frames of one event.
+	event(dst []byte, ev *llm.Event) []byte
+	// end appends the frames that close a completed answer.
+	end(dst []byte, res *llm.ChatResult) []byte
+	// fail appends the in-band error that ends a failed answer.
+	fail(dst []byte, e *Error) []byte
+}
+
+// pump relays a runtime stream to the client and returns what it consumed.
+//
+// Nothing is written before the first event: until then a failure (after
+// the runtime's retries and fallbacks) is an ordinary error answer with its
+// status. From the first event on, the answer is 200 and a failure is an
+// in-band error frame in the client's format; the stream is never cut
+// short silently. Events already waiting are written together, at most
+// Options.FlushEvents per flush; otherwise each is flushed at once. A write
+// that fails (the client left) closes the stream, which cancels the
+// upstream call; so does the request's context, which net/http cancels
+// when the client disconnects. Memory per stream is bounded by the
+// runtime's stream buffer and one flush of frames: a slow client slows only
+// its own upstream read.
+func (h *Handler) pump(w http.ResponseWriter, f format, s *llm.Stream, enc streamEncoder, headers func(http.Header)) (*llm.ChatResult, error) {
+	first, ok := <-s.Events()
+	if !ok {
+		res, err := s.Result()
+		if err != nil {
+			h.fail(w, f, errorFor(err))
+			return res, err
+		}
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream; charset=utf-8")
+	hd.Set("Cache-Control", "no-cache")
+	hd.Set("X-Accel-Buffering", "no")
+	if headers != nil {
+		headers(hd)
+	}
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	var buf []byte
+	n := 0
+	if ok {
+		buf = enc.event(buf, &first)
+		n = 1
+	}
+	flush := func() bool {
+		if len(buf) == 0 {
+			return true
+		}
+		_, err := w.Write(buf)
+		if err == nil {
+			err = rc.Flush()
+		}
+		buf, n = buf[:0], 0
+		return err == nil
+	}
+	events := s.Events()
+	for ok {
+		var ev llm.Event
+		select {
+		case ev, ok = <-events:
+		default:
+			// Nothing waiting: send what is held, then block for the next.
+			if !flush() {
+				s.Close()
+				_, err := s.Result()
+				return nil, err
+			}
+			ev, ok = <-events
+		}
+		if !ok {
+			break
+		}
+		buf = enc.event(buf, &ev)
+		if n++; n >= h.opts.FlushEvents && !flush() {
+			s.Close()
+			_, err := s.Result()
+			return nil, err
+		}
+	}
+	res, err := s.Result()
+	if err != nil {
+		e := errorFor(err)
+		h.log.Warn("gateway: stream failed after its first event", "status", e.Status, "error", e.Message)
+		buf = enc.fail(buf, e)
+	} else {
+		buf = enc.end(buf, res)
+	}
+	flush()
+	return res, err
+}

@@ -1,0 +1,639 @@
+package openai
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/chorusrt/chorus/llm"
+)
+
+// This file is the server side of the Chat Completions format, for a
+// gateway that answers OpenAI clients: it decodes what a client sends into
+// llm values and encodes llm results, events and errors the way OpenAI
+// answers. It reuses the wire types of request.go, so the format is
+// described once.
+
+// ServerChat is a client's decoded POST /chat/completions request.
+type ServerChat struct {
+	Chat *llm.ChatRequest
+	// Stream asks for chat.completion.chunk events.
+	Stream bool
+	// IncludeUsage asks for the final usage chunk (stream_options.include_usage).
+	IncludeUsage bool
+}
+
+// serverBody is chatBody with messages kept raw: a client sends content as a
+// string, an array of parts or null.
+type serverBody struct {
+	Model               string          `json:"model"`
+	Messages            []serverMessage `json:"messages"`
+	Tools               []tool          `json:"tools"`
+	ToolChoice          json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls   *bool           `json:"parallel_tool_calls"`
+	ResponseFormat      *responseFormat `json:"response_format"`
+	MaxTokens           int             `json:"max_tokens"`
+	MaxCompletionTokens int             `json:"max_completion_tokens"`
+	Temperature         *float64        `json:"temperature"`
+	TopP                *float64        `json:"top_p"`
+	Seed                *int64          `json:"seed"`
+	Stop                json.RawMessage `json:"stop"`
+	Stream              bool            `json:"stream"`
+	StreamOptions       *streamOptions  `json:"stream_options"`
+	ReasoningEffort     string          `json:"reasoning_effort"`
+	N                   int             `json:"n"`
+}
+
+type serverMessage struct {
+	Role             string          `json:"role"`
+	Content          json.RawMessage `json:"content"`
+	ReasoningContent string          `json:"reasoning_content"`
+	Refusal          string          `json:"refusal"`
+	ToolCalls        []toolCall      `json:"tool_calls"`
+	ToolCallID       string          `json:"tool_call_id"`
+	Name             string          `json:"name"`
+}
+
+func badField(field, format string, args ...any) error {
+	return &llm.ConfigError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// DecodeServerChat decodes a client's Chat Completions request. "developer"
+// messages are system messages; content may be a string or parts (text,
+// image_url, file); n other than 1 is refused (one choice per answer). The
+// result is validated: errors are *llm.ConfigError naming the field at
+// fault in the client's terms.
+func DecodeServerChat(body []byte) (*ServerChat, error) {
+	var b serverBody
+	if err := json.Unmarshal(body, &b); err != nil {
+		return nil, badField("body", "is not a chat completion request: %v", err)
+	}
+	if b.N > 1 {
+		return nil, badField("n", "only n=1 is served")
+	}
+	req := &llm.ChatRequest{
+		Model:             b.Model,
+		ParallelToolCalls: b.ParallelToolCalls,
+		MaxTokens:         b.MaxCompletionTokens,
+		Temperature:       b.Temperature,
+		TopP:              b.TopP,
+		Seed:              b.Seed,
+	}
+	if req.MaxTokens == 0 {
+		req.MaxTokens = b.MaxTokens
+	}
+	if len(b.Stop) > 0 && string(b.Stop) != "null" {
+		var one string
+		if err := json.Unmarshal(b.Stop, &one); err == nil {
+			req.Stop = []string{one}
+		} else if err := json.Unmarshal(b.Stop, &req.Stop); err != nil {
+			return nil, badField("stop", "is neither a string nor an array of strings")
+		}
+	}
+	for i := range b.Messages {
+		m, err := decodeServerMessage(&b.Messages[i], fmt.Sprintf("messages[%d]", i))
+		if err != nil {
+			return nil, err
+		}
+		req.Messages = append(req.Messages, m)
+	}
+	for i, t := range b.Tools {
+		if t.Type != "" && t.Type != "function" {
+			return nil, badField(fmt.Sprintf("tools[%d].type", i), "%q is not served (function only)", t.Type)
+		}
+		req.Tools = append(req.Tools, llm.Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters, Strict: t.Function.Strict})
+	}
+	tc, err := decodeToolChoice(b.ToolChoice)
+	if err != nil {
+		return nil, err
+	}
+	req.ToolChoice = tc
+	if rf := b.ResponseFormat; rf != nil {
+		switch llm.ResponseFormatType(rf.Type) {
+		case llm.ResponseText:
+		case llm.ResponseJSONObject:
+			req.ResponseFormat = &llm.ResponseFormat{Type: llm.ResponseJSONObject}
+		case llm.ResponseJSONSchema:
+			if rf.JSONSchema == nil {
+				return nil, badField("response_format.json_schema", "is missing")
+			}
+			req.ResponseFormat = &llm.ResponseFormat{Type: llm.ResponseJSONSchema, Name: rf.JSONSchema.Name, Schema: rf.JSONSchema.Schema, Strict: rf.JSONSchema.Strict}
+		default:
+			return nil, badField("response_format.type", "%q is unknown", rf.Type)
+		}
+	}
+	if b.ReasoningEffort != "" {
+		e := llm.Effort(b.ReasoningEffort)
+		if e == "minimal" {
+			e = llm.EffortLow
+		}
+		req.Reasoning = &llm.Reasoning{Effort: e}
+	}
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	out := &ServerChat{Chat: req, Stream: b.Stream}
+	if b.StreamOptions != nil {
+		out.IncludeUsage = b.StreamOptions.IncludeUsage
+	}
+	return out, nil
+}
+
+func decodeToolChoice(raw json.RawMessage) (llm.ToolChoice, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return llm.ToolChoice{}, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		switch llm.ToolChoiceMode(s) {
+		case llm.ToolChoiceAuto, llm.ToolChoiceNone, llm.ToolChoiceRequired:
+			return llm.ToolChoice{Mode: llm.ToolChoiceMode(s)}, nil
+		}
+		return llm.ToolChoice{}, badField("tool_choice", "%q is unknown", s)
+	}
+	var named namedToolChoice
+	if err := json.Unmarshal(raw, &named); err != nil || named.Function.Name == "" {
+		return llm.ToolChoice{}, badField("tool_choice", "is neither a mode nor {type:function, function:{name}}")
+	}
+	return llm.ToolChoice{Mode: llm.ToolChoiceTool, Name: named.Function.Name}, nil
+}
+
+func decodeServerMessage(sm *serverMessage, field string) (llm.Message, error) {
+	m := llm.Message{Role: llm.Role(sm.Role)}
+	if sm.Role == "developer" {
+		m.Role = llm.RoleSystem
+	}
+	text, parts, err := decodeContent(sm.Content, field+".content")
+	if err != nil {
+		return m, err
+	}
+	m.Content, m.Parts = text, parts
+	switch m.Role {
+	case llm.RoleAssistant:
+		m.Reasoning, m.Refusal = sm.ReasoningContent, sm.Refusal
+		for _, tc := range sm.ToolCalls {
+			m.ToolCalls = append(m.ToolCalls, llm.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+		}
+	case llm.RoleTool:
+		m.ToolCallID = sm.ToolCallID
+	}
+	return m, nil
+}
+
+// decodeContent reads content: a string, null, or an array of parts. A
+// parts array that holds only text is folded into one string.
+func decodeContent(raw json.RawMessage, field string) (string, []llm.Part, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil, nil
+	}
+	var cps []contentPart
+	if err := json.Unmarshal(raw, &cps); err != nil {
+		return "", nil, badField(field, "is neither a string nor an array of parts")
+	}
+	var parts []llm.Part
+	textOnly := true
+	for i, cp := range cps {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		switch cp.Type {
+		case "text":
+			parts = append(parts, llm.TextPart(cp.Text))
+		case "image_url":
+			if cp.ImageURL == nil || cp.ImageURL.URL == "" {
+				return "", nil, badField(f+".image_url.url", "is empty")
+			}
+			parts = append(parts, imagePart(cp.ImageURL.URL))
+			textOnly = false
+		case "file":
+			if cp.File == nil {
+				return "", nil, badField(f+".file", "is missing")
+			}
+			mime, data, ok := parseDataURL(cp.File.FileData)
+			if !ok {
+				return "", nil, badField(f+".file.file_data", "is not a base64 data: URL")
+			}
+			parts = append(parts, llm.Part{Type: llm.PartDocument, MIMEType: mime, Data: data})
+			textOnly = false
+		default:
+			return "", nil, badField(f+".type", "%q is not served", cp.Type)
+		}
+	}
+	if textOnly {
+		var b strings.Builder
+		for _, p := range parts {
+			b.WriteString(p.Text)
+		}
+		return b.String(), nil, nil
+	}
+	return "", parts, nil
+}
+
+func parseDataURL(u string) (mime string, data []byte, ok bool) {
+	rest, found := strings.CutPrefix(u, "data:")
+	if !found {
+		return "", nil, false
+	}
+	meta, payload, found := strings.Cut(rest, ",")
+	if !found || !strings.HasSuffix(meta, ";base64") {
+		return "", nil, false
+	}
+	data, err := base64.StdEncoding.DecodeString(payload)
+	if err != nil {
+		return "", nil, false
+	}
+	return strings.TrimSuffix(meta, ";base64"), data, true
+}
+
+// Server answer types (encoding side of parse.go's types).
+
+type serverCompletion struct {
+	ID                string         `json:"id"`
+	Object            string         `json:"object"`
+	Created           int64          `json:"created"`
+	Model             string         `json:"model"`
+	Choices           []serverChoice `json:"choices"`
+	Usage             *serverUsage   `json:"usage,omitempty"`
+	SystemFingerprint *string        `json:"system_fingerprint"`
+}
+
+type serverChoice struct {
+	Index        int                `json:"index"`
+	Message      *serverRespMessage `json:"message,omitempty"`
+	Delta        *serverDelta       `json:"delta,omitempty"`
+	Logprobs     *struct{}          `json:"logprobs"`
+	FinishReason *string            `json:"finish_reason"`
+}
+
+type serverRespMessage struct {
+	Role             string     `json:"role"`
+	Content          *string    `json:"content"`
+	Refusal          *string    `json:"refusal"`
+	ReasoningContent string     `json:"reasoning_content,omitempty"`
+	ToolCalls        []toolCall `json:"tool_calls,omitempty"`
+}
+
+type serverDelta struct {
+	Role             string            `json:"role,omitempty"`
+	Content          *string           `json:"content,omitempty"`
+	Refusal          *string           `json:"refusal,omitempty"`
+	ReasoningContent *string           `json:"reasoning_content,omitempty"`
+	ToolCalls        []serverToolDelta `json:"tool_calls,omitempty"`
+}
+
+type serverToolDelta struct {
+	Index    int    `json:"index"`
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Function struct {
+		Name      string `json:"name,omitempty"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+type serverUsage struct {
+	PromptTokens            int `json:"prompt_tokens"`
+	CompletionTokens        int `json:"completion_tokens"`
+	TotalTokens             int `json:"total_tokens"`
+	PromptTokensDetails     any `json:"prompt_tokens_details,omitempty"`
+	CompletionTokensDetails any `json:"completion_tokens_details,omitempty"`
+}
+
+type cachedDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+type reasoningDetails struct {
+	ReasoningTokens int `json:"reasoning_tokens"`
+}
+
+// usageOf is the inverse of usage.go's normalise: OpenAI's prompt_tokens
+// include cached input (invariant 9 is Chorus's meaning, not the wire's).
+func usageOf(u llm.Usage) *serverUsage {
+	return &serverUsage{
+		PromptTokens:            u.InputTokens(),
+		CompletionTokens:        u.CompletionTokens,
+		TotalTokens:             u.TotalTokens(),
+		PromptTokensDetails:     cachedDetails{CachedTokens: u.CacheReadTokens},
+		CompletionTokensDetails: reasoningDetails{ReasoningTokens: u.ReasoningTokens},
+	}
+}
+
+// finishString is the wire value of a canonical finish reason; "" (no
+// canonical meaning) is sent as "stop", since OpenAI clients expect one of
+// their values on the last choice.
+func finishString(f llm.FinishReason) string {
+	if f == llm.FinishUnknown {
+		return string(llm.FinishStop)
+	}
+	return string(f)
+}
+
+// EncodeServerChat encodes a buffered answer as a chat.completion object.
+// model is the name the client asked for; created is a Unix time.
+func EncodeServerChat(res *llm.ChatResult, model string, created int64) ([]byte, error) {
+	msg := &serverRespMessage{Role: "assistant", ReasoningContent: res.Reasoning}
+	if res.Content != "" || len(res.ToolCalls) == 0 {
+		c := res.Content
+		msg.Content = &c
+	}
+	if res.Refusal != "" {
+		r := res.Refusal
+		msg.Refusal = &r
+	}
+	for _, tc := range res.ToolCalls {
+		msg.ToolCalls = append(msg.ToolCalls, toolCall{ID: tc.ID, Type: "function", Function: functionCall{Name: tc.Name, Arguments: tc.Arguments}})
+	}
+	fin := finishString(res.FinishReason)
+	return json.Marshal(serverCompletion{
+		ID: serverID(res.ID), Object: "chat.completion", Created: created, Model: model,
+		Choices: []serverChoice{{Message: msg, FinishReason: &fin}},
+		Usage:   usageOf(res.Usage),
+	})
+}
+
+func serverID(id string) string {
+	if id == "" {
+		return "chatcmpl-chorus"
+	}
+	return id
+}
+
+// ServerStream encodes llm events as chat.completion.chunk SSE frames. Use
+// one per streamed answer; it is not safe for concurrent use.
+type ServerStream struct {
+	id, model    string
+	created      int64
+	includeUsage bool
+	started      bool
+	usage        *llm.Usage
+	finish       llm.FinishReason
+	buf          []byte
+}
+
+// NewServerStream returns the encoder of one streamed answer. id is the
+// completion id every chunk carries; includeUsage is the client's
+// stream_options.include_usage.
+func NewServerStream(id, model string, created int64, includeUsage bool) *ServerStream {
+	return &ServerStream{id: serverID(id), model: model, created: created, includeUsage: includeUsage}
+}
+
+func (s *ServerStream) chunk(dst []byte, d *serverDelta, finish *string, usage *serverUsage, noChoices bool) []byte {
+	c := serverCompletion{ID: s.id, Object: "chat.completion.chunk", Created: s.created, Model: s.model, Usage: usage}
+	if noChoices {
+		c.Choices = []serverChoice{}
+	} else {
+		c.Choices = []serverChoice{{Delta: d, FinishReason: finish}}
+	}
+	b, _ := json.Marshal(c) // plain structs: cannot fail
+	dst = append(dst, "data: "...)
+	dst = append(dst, b...)
+	return append(dst, '\n', '\n')
+}
+
+func (s *ServerStream) delta() *serverDelta {
+	d := &serverDelta{}
+	if !s.started {
+		s.started = true
+		d.Role = "assistant"
+	}
+	return d
+}
+
+// Event appends the frames of one event to dst. Usage and finish events are
+// held for End, where OpenAI sends them.
+func (s *ServerStream) Event(dst []byte, ev *llm.Event) []byte {
+	switch ev.Type {
+	case llm.EventText:
+		d := s.delta()
+		t := ev.Text
+		d.Content = &t
+		return s.chunk(dst, d, nil, nil, false)
+	case llm.EventReasoning:
+		d := s.delta()
+		t := ev.Text
+		d.ReasoningContent = &t
+		return s.chunk(dst, d, nil, nil, false)
+	case llm.EventRefusal:
+		d := s.delta()
+		t := ev.Text
+		d.Refusal = &t
+		return s.chunk(dst, d, nil, nil, false)
+	case llm.EventToolCallStart:
+		d := s.delta()
+		td := serverToolDelta{Index: ev.ToolIndex, ID: ev.ToolCallID, Type: "function"}
+		td.Function.Name, td.Function.Arguments = ev.ToolName, ev.Text
+		d.ToolCalls = []serverToolDelta{td}
+		return s.chunk(dst, d, nil, nil, false)
+	case llm.EventToolCallDelta:
+		d := s.delta()
+		td := serverToolDelta{Index: ev.ToolIndex}
+		td.Function.Arguments = ev.Text
+		d.ToolCalls = []serverToolDelta{td}
+		return s.chunk(dst, d, nil, nil, false)
+	case llm.EventUsage:
+		if ev.Usage != nil {
+			u := *ev.Usage
+			s.usage = &u
+		}
+	case llm.EventFinish:
+		s.finish = ev.Finish
+	}
+	return dst
+}
+
+// End appends the closing frames of a completed answer: the chunk with the
+// finish reason, the usage chunk (choices: []) when the client asked for
+// it, and data: [DONE]. res, when not nil, supplies usage and finish
+// reason the events did not carry.
+func (s *ServerStream) End(dst []byte, res *llm.ChatResult) []byte {
+	fin, usage := s.finish, s.usage
+	if res != nil {
+		if fin == llm.FinishUnknown {
+			fin = res.FinishReason
+		}
+		if !res.Usage.IsZero() {
+			u := res.Usage
+			usage = &u
+		}
+	}
+	f := finishString(fin)
+	dst = s.chunk(dst, s.delta(), &f, nil, false)
+	if s.includeUsage {
+		if usage == nil {
+			usage = &llm.Usage{}
+		}
+		dst = s.chunk(dst, nil, nil, usageOf(*usage), true)
+	}
+	return append(dst, "data: [DONE]\n\n"...)
+}
+
+// Error appends an in-band error frame, data: {"error":{...}}, which the
+// OpenAI SDKs raise as an API error from the stream. The stream ends
+// without [DONE], so a client that ignores the error still sees an
+// unfinished stream, never a complete one.
+func (s *ServerStream) Error(dst []byte, status int, message string) []byte {
+	b := ServerError(status, message)
+	dst = append(dst, "data: "...)
+	dst = append(dst, b...)
+	return append(dst, '\n', '\n')
+}
+
+type serverErrorBody struct {
+	Error serverErrorObject `json:"error"`
+}
+
+type serverErrorObject struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
+}
+
+// ServerError encodes an error answer with OpenAI's type and code for the
+// status: the OpenAI SDKs pick their exception class from the status
+// (400 BadRequestError, 401 AuthenticationError, 403 PermissionDeniedError,
+// 404 NotFoundError, 429 RateLimitError, 5xx InternalServerError).
+func ServerError(status int, message string) []byte {
+	typ, code := "invalid_request_error", ""
+	switch {
+	case status == http.StatusUnauthorized:
+		code = "invalid_api_key"
+	case status == http.StatusForbidden:
+		typ = "permission_error"
+	case status == http.StatusNotFound:
+		code = "model_not_found"
+	case status == http.StatusTooManyRequests:
+		typ, code = "requests", "rate_limit_exceeded"
+	case status >= 500:
+		typ = "server_error"
+	}
+	o := serverErrorObject{Message: message, Type: typ}
+	if code != "" {
+		o.Code = &code
+	}
+	b, _ := json.Marshal(serverErrorBody{Error: o})
+	return b
+}
+
+// DecodeServerEmbed decodes a client's POST /embeddings request. input may
+// be a string or an array of strings; token arrays and encoding formats
+// other than float and base64 are refused. base64 reports whether the
+// client asked for base64 vectors.
+func DecodeServerEmbed(body []byte) (req *llm.EmbedRequest, base64Vectors bool, err error) {
+	var b struct {
+		Model          string          `json:"model"`
+		Input          json.RawMessage `json:"input"`
+		EncodingFormat string          `json:"encoding_format"`
+		Dimensions     int             `json:"dimensions"`
+	}
+	if err := json.Unmarshal(body, &b); err != nil {
+		return nil, false, badField("body", "is not an embeddings request: %v", err)
+	}
+	req = &llm.EmbedRequest{Model: b.Model, Dimensions: b.Dimensions}
+	var one string
+	if err := json.Unmarshal(b.Input, &one); err == nil {
+		req.Inputs = []string{one}
+	} else if err := json.Unmarshal(b.Input, &req.Inputs); err != nil {
+		return nil, false, badField("input", "is neither a string nor an array of strings")
+	}
+	switch b.EncodingFormat {
+	case "", "float":
+	case "base64":
+		base64Vectors = true
+	default:
+		return nil, false, badField("encoding_format", "%q is unknown", b.EncodingFormat)
+	}
+	if err := req.Validate(); err != nil {
+		return nil, false, err
+	}
+	return req, base64Vectors, nil
+}
+
+// EncodeServerEmbed encodes an embeddings answer (object "list" of
+// "embedding" entries), vectors as JSON floats or, with base64Vectors, as
+// base64 of little-endian float32 (the inverse of DecodeFloat32Base64).
+func EncodeServerEmbed(res *llm.EmbedResult, model string, base64Vectors bool) ([]byte, error) {
+	type entry struct {
+		Object    string `json:"object"`
+		Index     int    `json:"index"`
+		Embedding any    `json:"embedding"`
+	}
+	data := make([]entry, len(res.Vectors))
+	for i, v := range res.Vectors {
+		var e any = v
+		if base64Vectors {
+			e = encodeFloat32Base64(v)
+		}
+		data[i] = entry{Object: "embedding", Index: i, Embedding: e}
+	}
+	return json.Marshal(struct {
+		Object string  `json:"object"`
+		Data   []entry `json:"data"`
+		Model  string  `json:"model"`
+		Usage  struct {
+			PromptTokens int `json:"prompt_tokens"`
+			TotalTokens  int `json:"total_tokens"`
+		} `json:"usage"`
+	}{Object: "list", Data: data, Model: model, Usage: struct {
+		PromptTokens int `json:"prompt_tokens"`
+		TotalTokens  int `json:"total_tokens"`
+	}{res.Usage.InputTokens(), res.Usage.InputTokens()}})
+}
+
+func encodeFloat32Base64(v []float32) string {
+	b := make([]byte, 4*len(v))
+	for i, f := range v {
+		u := math.Float32bits(f)
+		b[4*i], b[4*i+1], b[4*i+2], b[4*i+3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
+	}
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+// ServerModel is one entry of a model list.
+type ServerModel struct {
+	ID      string
+	OwnedBy string
+	Created int64
+}
+
+// EncodeServerModels encodes GET /models: {"object":"list","data":[{id,
+// object:"model", created, owned_by}]}.
+func EncodeServerModels(models []ServerModel) ([]byte, error) {
+	type entry struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	data := make([]entry, len(models))
+	for i, m := range models {
+		data[i] = entry{ID: m.ID, Object: "model", Created: m.Created, OwnedBy: m.OwnedBy}
+	}
+	return json.Marshal(struct {
+		Object string  `json:"object"`
+		Data   []entry `json:"data"`
+	}{"list", data})
+}
+
+// ServerRateLimitHeaders sets the x-ratelimit-* headers the OpenAI SDKs
+// read, for limits of requests and tokens per minute; a zero limit is not
+// sent.
+func ServerRateLimitHeaders(h http.Header, limitReq, remainingReq, limitTok, remainingTok int, resetReq, resetTok string) {
+	if limitReq > 0 {
+		h.Set("x-ratelimit-limit-requests", strconv.Itoa(limitReq))
+		h.Set("x-ratelimit-remaining-requests", strconv.Itoa(max(remainingReq, 0)))
+		h.Set("x-ratelimit-reset-requests", resetReq)
+	}
+	if limitTok > 0 {
+		h.Set("x-ratelimit-limit-tokens", strconv.Itoa(limitTok))
+		h.Set("x-ratelimit-remaining-tokens", strconv.Itoa(max(remainingTok, 0)))
+		h.Set("x-ratelimit-reset-tokens", resetTok)
+	}
+}

@@ -1,0 +1,114 @@
+package openai
+
+import (
+	"bytes"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/providers/internal/wire"
+)
+
+// The server side is the client side's inverse: a request the codec
+// builds decodes back to the same llm.ChatRequest.
+func TestServerChatInvertsChatRequest(t *testing.T) {
+	in := &llm.ChatRequest{
+		Model: "gpt-4.1-mini",
+		Messages: []llm.Message{
+			llm.SystemText("sys"),
+			{Role: llm.RoleUser, Parts: []llm.Part{llm.TextPart("look"), llm.ImageURLPart("https://x/y.png")}},
+			{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "c1", Name: "f", Arguments: `{"a":1}`}}},
+			llm.ToolResult("c1", "ok", false),
+		},
+		Tools:          []llm.Tool{{Name: "f", Description: "d", Parameters: []byte(`{"type":"object"}`)}},
+		ToolChoice:     llm.ToolChoice{Mode: llm.ToolChoiceTool, Name: "f"},
+		ResponseFormat: &llm.ResponseFormat{Type: llm.ResponseJSONSchema, Name: "s", Schema: []byte(`{"type":"object"}`), Strict: true},
+		MaxTokens:      100,
+		Temperature:    llm.Ptr(0.5),
+		Stop:           []string{"END"},
+	}
+	wr, err := Codec{}.ChatRequest(in, wire.BuildOptions{Stream: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := DecodeServerChat(wr.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sc.Stream || !reflect.DeepEqual(sc.Chat, in) {
+		t.Fatalf("decoded %+v\nwant    %+v", sc.Chat, in)
+	}
+}
+
+func TestServerChatRefusesWhatItCannotServe(t *testing.T) {
+	for body, field := range map[string]string{
+		`{"model":"m","n":2,"messages":[{"role":"user","content":"x"}]}`:                             "n",
+		`{"model":"m","messages":[{"role":"wizard","content":"x"}]}`:                                 "messages[0].role",
+		`{"model":"m","tool_choice":"maybe","messages":[{"role":"user","content":"x"}]}`:             "tool_choice",
+		`{"model":"m","messages":[{"role":"user","content":[{"type":"input_audio"}]}]}`:              "messages[0].content[0].type",
+		`{"model":"m","response_format":{"type":"yaml"},"messages":[{"role":"user","content":"x"}]}`: "response_format.type",
+		`not json`: "body",
+	} {
+		_, err := DecodeServerChat([]byte(body))
+		ce, ok := err.(*llm.ConfigError)
+		if !ok || ce.Field != field {
+			t.Errorf("%s: %v, want a ConfigError on %s", body, err, field)
+		}
+	}
+}
+
+// What the server encodes, the client codec parses back to the same result.
+func TestServerEncodingsParseBack(t *testing.T) {
+	res := &llm.ChatResult{ID: "chatcmpl-1", Model: "m", Content: "hi", Reasoning: "think",
+		ToolCalls:    []llm.ToolCall{{ID: "c1", Name: "f", Arguments: `{"a":1}`}},
+		FinishReason: llm.FinishToolCalls, Usage: llm.Usage{PromptTokens: 3, CacheReadTokens: 2, CompletionTokens: 4, ReasoningTokens: 1}}
+	b, err := EncodeServerChat(res, "m", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Codec{}.ParseChat(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, res) {
+		t.Fatalf("buffered: got %+v\nwant %+v", got, res)
+	}
+
+	evs := []llm.Event{
+		{Type: llm.EventReasoning, Text: "think"},
+		{Type: llm.EventText, Text: "h"}, {Type: llm.EventText, Text: "i"},
+		{Type: llm.EventToolCallStart, ToolIndex: 0, ToolCallID: "c1", ToolName: "f", Text: `{"a"`},
+		{Type: llm.EventToolCallDelta, ToolIndex: 0, Text: `:1}`},
+		{Type: llm.EventFinish, Finish: llm.FinishToolCalls},
+		{Type: llm.EventUsage, Usage: &res.Usage},
+	}
+	s := NewServerStream("chatcmpl-1", "m", 1, true)
+	var frames []byte
+	for i := range evs {
+		frames = s.Event(frames, &evs[i])
+	}
+	frames = s.End(frames, nil)
+	d := Codec{}.NewStreamDecoder()
+	done := false
+	for _, block := range bytes.Split(frames, []byte("\n\n")) {
+		data, ok := bytes.CutPrefix(block, []byte("data: "))
+		if !ok {
+			continue
+		}
+		if done, err = d.Feed(nil, data, func(llm.Event) bool { return true }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !done || !d.Complete() {
+		t.Fatal("the stream did not end with its completion signal")
+	}
+	if got := d.Result(); !reflect.DeepEqual(got, res) {
+		t.Fatalf("stream: got %+v\nwant %+v", got, res)
+	}
+
+	errFrame := string(s.Error(nil, 429, "slow down"))
+	if _, err := (Codec{}).NewStreamDecoder().Feed(nil, []byte(strings.TrimSpace(strings.TrimPrefix(errFrame, "data: "))), func(llm.Event) bool { return true }); err == nil {
+		t.Fatalf("the in-band error %q decodes as no error", errFrame)
+	}
+}
