@@ -49,6 +49,7 @@ type fileConfig struct {
 	sim       sim.Options
 	mcp       []mcpServerDef // mcp.go
 	prices    llm.Prices     // prices.go
+	gateway   gatewayConfig  // serve.go
 }
 
 type aliasDef struct {
@@ -139,8 +140,10 @@ func parseConfig(path string, data []byte) (*fileConfig, error) {
 			return p.mcpServers(v, cfg) // mcp.go
 		case "prices":
 			return p.prices(v, cfg) // prices.go
+		case "gateway":
+			return p.gateway(v, cfg) // serve.go
 		}
-		return p.errf(k, "unknown key %q (known: aliases, providers, limits, defaults, sim, prices, mcp_servers)", key)
+		return p.errf(k, "unknown key %q (known: aliases, providers, limits, defaults, sim, prices, mcp_servers, gateway)", key)
 	}); err != nil {
 		return nil, err
 	}

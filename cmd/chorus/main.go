@@ -18,6 +18,7 @@ Commands:
   chat     stream one prompt to one or more models at once
   models   list the models of every registered provider, or of one
   node     run a member of a Chorus cluster (shared budgets, sessions, batches)
+  serve    serve an OpenAI-compatible gateway over the runtime
   sim      serve the built-in simulator as a local OpenAI/Anthropic/Gemini API
 
 Every command registers the built-in simulator as provider "sim" (models
@@ -77,6 +78,8 @@ func run(ctx context.Context, e env, args []string) int {
 		return cmdSim(ctx, e, args[1:])
 	case "node":
 		return cmdNode(ctx, e, args[1:])
+	case "serve":
+		return cmdServe(ctx, e, args[1:])
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(e.stdout, usage)
 		return 0

@@ -1,0 +1,227 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/chorusrt/chorus/gateway"
+)
+
+const serveUsage = `usage: chorus serve [flags]
+
+Serves an OpenAI-compatible API (POST /v1/chat/completions, POST
+/v1/embeddings, GET /v1/models) over the runtime: every registered
+provider, the simulator ("sim/<model>") and the aliases of the config
+file, with Chorus's pacing and fallbacks. Prints "listening
+http://HOST:PORT" once it accepts connections.
+
+Clients authenticate with the gateway keys of the config file (gateway:
+keys:), sent the way their SDK sends its key. With no gateway key the
+gateway serves loopback only and refuses any other address. Provider keys
+are never taken from clients.
+
+      --addr HOST:PORT   listen address (default 127.0.0.1:8080)
+      --config FILE      chorus.yaml (aliases, providers, limits, gateway keys)
+`
+
+// gatewayConfig is the gateway: section of chorus.yaml:
+//
+//	gateway:
+//	  keys:
+//	    - name: team-a
+//	      sha256: 9f86d0...     # SHA-256 of the key (hex), or:
+//	      key_env: TEAM_A_KEY   # the key itself, read from the environment
+//	      models: [openai/*, fast]   # default: every model
+//	      rpm: 60
+//	      tpm: 100000
+//	      concurrency: 4
+type gatewayConfig struct {
+	keys []gatewayKeyDef
+}
+
+type gatewayKeyDef struct {
+	key    gateway.Key
+	keyEnv string
+	line   int
+}
+
+func (p *configParser) gateway(n *yaml.Node, cfg *fileConfig) error {
+	return p.mapping(n, "gateway", func(key string, k, v *yaml.Node) error {
+		if key != "keys" {
+			return p.errf(k, "gateway: unknown key %q (known: keys)", key)
+		}
+		if v.Kind != yaml.SequenceNode {
+			return p.errf(v, "gateway.keys: want a list of {name, sha256 or key_env, models, rpm, tpm, concurrency}")
+		}
+		names := map[string]bool{}
+		for i, item := range v.Content {
+			what := fmt.Sprintf("gateway.keys[%d]", i)
+			d := gatewayKeyDef{line: item.Line}
+			hasHash := false
+			err := p.mapping(item, what, func(key string, k, v *yaml.Node) error {
+				var err error
+				switch key {
+				case "name":
+					d.key.Name, err = p.str(v, what+".name")
+				case "sha256":
+					var s string
+					if s, err = p.str(v, what+".sha256"); err == nil {
+						if d.key.SHA256, err = gateway.ParseKeyHash(s); err != nil {
+							err = p.errf(v, "%s.sha256: want 64 hex digits", what)
+						}
+						hasHash = true
+					}
+				case "key_env":
+					d.keyEnv, err = p.str(v, what+".key_env")
+				case "models":
+					if v.Kind != yaml.SequenceNode {
+						return p.errf(v, "%s.models: want a list of models", what)
+					}
+					for j, m := range v.Content {
+						s, err := p.str(m, fmt.Sprintf("%s.models[%d]", what, j))
+						if err != nil {
+							return err
+						}
+						d.key.Models = append(d.key.Models, s)
+					}
+				case "rpm":
+					d.key.RPM, err = p.nonNegInt(v, what+".rpm")
+				case "tpm":
+					d.key.TPM, err = p.nonNegInt(v, what+".tpm")
+				case "concurrency":
+					d.key.Concurrency, err = p.nonNegInt(v, what+".concurrency")
+				default:
+					err = p.errf(k, "%s: unknown key %q (known: name, sha256, key_env, models, rpm, tpm, concurrency)", what, key)
+				}
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			switch {
+			case d.key.Name == "":
+				return p.errf(item, "%s: name is missing", what)
+			case names[d.key.Name]:
+				return p.errf(item, "%s: name %q appears twice", what, d.key.Name)
+			case hasHash == (d.keyEnv != ""):
+				return p.errf(item, "%s: give exactly one of sha256 and key_env", what)
+			}
+			names[d.key.Name] = true
+			cfg.gateway.keys = append(cfg.gateway.keys, d)
+		}
+		return nil
+	})
+}
+
+// gatewayKeys resolves the configured keys; a key_env that is empty is an
+// error (a key that silently vanished would open the gateway).
+func gatewayKeys(e env, cfg *fileConfig) ([]gateway.Key, error) {
+	var out []gateway.Key
+	for _, d := range cfg.gateway.keys {
+		k := d.key
+		if d.keyEnv != "" {
+			v := strings.TrimSpace(e.getenv(d.keyEnv))
+			if v == "" {
+				return nil, &configError{path: cfg.path, line: d.line, msg: fmt.Sprintf("gateway key %q: $%s is empty", k.Name, d.keyEnv)}
+			}
+			k.SHA256 = gateway.HashKey(v)
+		}
+		out = append(out, k)
+	}
+	return out, nil
+}
+
+// loopbackAddr reports whether addr binds loopback only.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func cmdServe(ctx context.Context, e env, args []string) int {
+	fs := flag.NewFlagSet("chorus serve", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() { fmt.Fprint(e.stderr, serveUsage) }
+	addr := fs.String("addr", "127.0.0.1:8080", "")
+	configPath := fs.String("config", "", "")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(e.stderr, "chorus serve: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	cfg := &fileConfig{path: "chorus.yaml"}
+	if *configPath != "" {
+		var err error
+		if cfg, err = loadConfig(*configPath); err != nil {
+			fmt.Fprintf(e.stderr, "chorus serve: %v\n", err)
+			return 2
+		}
+	}
+	keys, err := gatewayKeys(e, cfg)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "chorus serve: %v\n", err)
+		return 2
+	}
+	if len(keys) == 0 && !loopbackAddr(*addr) {
+		fmt.Fprintf(e.stderr, "chorus serve: --addr %s is not a loopback address and no gateway key is configured: anyone who can reach it would spend your provider keys (add gateway: keys: to the config, or listen on 127.0.0.1)\n", *addr)
+		return 2
+	}
+	st, err := openStack(e, *configPath)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "chorus serve: %v\n", err)
+		return 2
+	}
+	defer st.close(5 * time.Second)
+	h, err := gateway.New(st.rt, gateway.Options{Keys: keys, Logger: slog.New(slog.NewTextHandler(e.stderr, nil))})
+	if err != nil {
+		fmt.Fprintf(e.stderr, "chorus serve: %v\n", err)
+		return 2
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "chorus serve: --addr: %v\n", err)
+		return 2
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	if len(keys) == 0 {
+		fmt.Fprintln(e.stderr, "chorus serve: no gateway key configured: serving loopback only, without authentication")
+	} else {
+		fmt.Fprintf(e.stderr, "chorus serve: %d gateway key(s)\n", len(keys))
+	}
+	fmt.Fprintf(e.stdout, "listening http://%s\n", ln.Addr())
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		fmt.Fprintf(e.stderr, "chorus serve: %v\n", err)
+		return 1
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	<-served
+	return 0
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startServe runs "chorus serve" in-process and returns its base URL once
+// it printed that it listens; stop ends it and returns its exit code.
+func startServe(t *testing.T, vars map[string]string, args ...string) (base string, stop func() (int, string)) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb lockedBuffer
+	e := env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(k string) string { return vars[k] }, width: func() int { return 0 }}
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, e, append([]string{"serve"}, args...)) }()
+	re := regexp.MustCompile(`^listening (http://\S+)\n$`)
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			base = m[1]
+			break
+		}
+		select {
+		case code := <-done:
+			cancel()
+			t.Fatalf("serve exited %d: %s", code, errb.String())
+		default:
+		}
+	}
+	if base == "" {
+		cancel()
+		<-done
+		t.Fatalf("no listening line:\n%s%s", out.String(), errb.String())
+	}
+	return base, func() (int, string) {
+		cancel()
+		return <-done, errb.String()
+	}
+}
+
+func post(t *testing.T, url, body string, header ...string) (int, string) {
+	t.Helper()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestServeWithoutKeysOnLoopback(t *testing.T) {
+	base, stop := startServe(t, nil, "--addr", "127.0.0.1:0")
+	code, body := post(t, base+"/v1/chat/completions", `{"model":"sim/echo","messages":[{"role":"user","content":"ping"}]}`)
+	if code != 200 || !strings.Contains(body, `"content":"[simulated] ping"`) {
+		t.Errorf("answer %d %s", code, body)
+	}
+	exit, stderr := stop()
+	if exit != 0 || !strings.Contains(stderr, "loopback only") {
+		t.Errorf("exit %d, stderr %s", exit, stderr)
+	}
+}
+
+func TestServeRefusesOpenBindWithoutKeys(t *testing.T) {
+	for _, addr := range []string{"0.0.0.0:0", ":0", "192.0.2.1:8080"} {
+		code, _, stderr := runCLI(t, context.Background(), nil, "serve", "--addr", addr)
+		if code != 2 || !strings.Contains(stderr, "not a loopback address and no gateway key") {
+			t.Errorf("%s: exit %d %q", addr, code, stderr)
+		}
+	}
+}
+
+func TestServeGatewayKeys(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "chorus.yaml")
+	const yml = `gateway:
+  keys:
+    - name: ci
+      key_env: CHORUS_TEST_GATEWAY_KEY
+      models: [sim/*]
+      rpm: 100
+`
+	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{"CHORUS_TEST_GATEWAY_KEY": "gk-serve-test-1"}
+	base, stop := startServe(t, vars, "--addr", "127.0.0.1:0", "--config", cfg)
+	const body = `{"model":"sim/echo","messages":[{"role":"user","content":"ping"}]}`
+	if code, b := post(t, base+"/v1/chat/completions", body); code != 401 {
+		t.Errorf("without a key: %d %s", code, b)
+	}
+	if code, b := post(t, base+"/v1/chat/completions", body, "Authorization", "Bearer gk-serve-test-1"); code != 200 {
+		t.Errorf("with the key: %d %s", code, b)
+	}
+	if code, b := post(t, base+"/v1/chat/completions", strings.Replace(body, "sim/echo", "openai/gpt-4.1-mini", 1), "x-api-key", "gk-serve-test-1"); code != 403 {
+		t.Errorf("a model outside the key's list: %d %s", code, b)
+	}
+	exit, stderr := stop()
+	if exit != 0 || strings.Contains(stderr, "gk-serve-test-1") {
+		t.Errorf("exit %d, stderr %s", exit, stderr)
+	}
+
+	if code, _, stderr := runCLI(t, context.Background(), nil, "serve", "--addr", "127.0.0.1:0", "--config", cfg); code != 2 || !strings.Contains(stderr, "$CHORUS_TEST_GATEWAY_KEY is empty") {
+		t.Errorf("empty key_env: exit %d %q", code, stderr)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("gateway:\n  keys:\n    - name: x\n      sha256: abc\n"), 0o600)
+	if code, _, stderr := runCLI(t, context.Background(), nil, "serve", "--config", bad); code != 2 || !strings.Contains(stderr, "sha256: want 64 hex digits") {
+		t.Errorf("bad hash: exit %d %q", code, stderr)
+	}
+}
