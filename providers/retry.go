@@ -210,6 +210,7 @@ func (c *Client) ladder(ctx context.Context, op, model string, fn func(ctx conte
 		ev := AttemptEvent{Provider: c.cfg.ID, Op: op, Model: model, Attempt: attempt, Status: r.status, Duration: time.Since(start), Err: r.err, ErrClass: errClass(r.err), RequestID: r.requestID}
 		if r.err == nil {
 			c.observeAttempt(ev)
+			c.attemptHook(ctx, ev)
 			return nil
 		}
 		wait, again := c.next(ctx, attempt, r.err, r.relearned)
@@ -217,6 +218,7 @@ func (c *Client) ladder(ctx context.Context, op, model string, fn func(ctx conte
 			ev.Wait = wait
 		}
 		c.observeAttempt(ev)
+		c.attemptHook(ctx, ev)
 		if !again {
 			return finalError(ctx, r.err, attempt)
 		}

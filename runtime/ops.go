@@ -4,12 +4,13 @@ import (
 	"context"
 
 	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/telemetry"
 )
 
 // op runs a non-streaming operation through the credential actors of model
 // (provider/model or an alias), with the same admission, pacing, rotation
 // and fallback as chat.
-func (rt *Runtime) op(ctx context.Context, model string, cost int, call func(ctx context.Context, c *cred, model string) outcome) error {
+func (rt *Runtime) op(ctx context.Context, name, model string, cost int, call func(ctx context.Context, c *cred, model string) outcome) error {
 	targets, err := rt.resolve(model)
 	if err != nil {
 		return err
@@ -19,7 +20,10 @@ func (rt *Runtime) op(ctx context.Context, model string, cost int, call func(ctx
 	}
 	ctx, done := rt.callCtx(ctx)
 	defer done()
-	return rt.place(ctx, targets, cost, call)
+	ctx, tr := rt.startTrace(ctx, name, model, targets, false)
+	err = rt.place(ctx, targets, cost, tr.wrap(call))
+	tr.end(nil, err)
+	return err
 }
 
 // Embed embeds texts with req.Model (provider/model or an alias).
@@ -32,7 +36,7 @@ func (rt *Runtime) Embed(ctx context.Context, req *llm.EmbedRequest) (*llm.Embed
 		cost += len(in)/4 + 1
 	}
 	var res *llm.EmbedResult
-	err := rt.op(ctx, req.Model, cost, func(ctx context.Context, c *cred, model string) outcome {
+	err := rt.op(ctx, telemetry.OpEmbeddings, req.Model, cost, func(ctx context.Context, c *cred, model string) outcome {
 		r := *req
 		r.Model = model
 		out, err := c.client.Embed(ctx, &r)
@@ -51,7 +55,7 @@ func (rt *Runtime) Speak(ctx context.Context, req *llm.SpeechRequest) (*llm.Spee
 		return nil, &llm.ConfigError{Field: "request", Msg: "is nil"}
 	}
 	var res *llm.SpeechResult
-	err := rt.op(ctx, req.Model, len(req.Input)/4+1, func(ctx context.Context, c *cred, model string) outcome {
+	err := rt.op(ctx, telemetry.OpSpeech, req.Model, len(req.Input)/4+1, func(ctx context.Context, c *cred, model string) outcome {
 		r := *req
 		r.Model = model
 		out, err := c.client.Speak(ctx, &r)
@@ -70,7 +74,7 @@ func (rt *Runtime) Transcribe(ctx context.Context, req *llm.TranscriptionRequest
 		return nil, &llm.ConfigError{Field: "request", Msg: "is nil"}
 	}
 	var res *llm.TranscriptionResult
-	err := rt.op(ctx, req.Model, 1, func(ctx context.Context, c *cred, model string) outcome {
+	err := rt.op(ctx, telemetry.OpTranscribe, req.Model, 1, func(ctx context.Context, c *cred, model string) outcome {
 		r := *req
 		r.Model = model
 		out, err := c.client.Transcribe(ctx, &r)
@@ -91,7 +95,7 @@ func (rt *Runtime) CountTokens(ctx context.Context, req *llm.ChatRequest) (*llm.
 		return nil, &llm.ConfigError{Field: "request", Msg: "is nil"}
 	}
 	var res *llm.CountTokensResult
-	err := rt.op(ctx, req.Model, 1, func(ctx context.Context, c *cred, model string) outcome {
+	err := rt.op(ctx, telemetry.OpCount, req.Model, 1, func(ctx context.Context, c *cred, model string) outcome {
 		r := *req
 		r.Model = model
 		out, err := c.client.CountTokens(ctx, &r)
@@ -112,7 +116,7 @@ func (rt *Runtime) ListModels(ctx context.Context, provider string) ([]llm.Model
 		return nil, &llm.ConfigError{Field: "provider", Msg: "provider " + provider + " is not registered"}
 	}
 	var res []llm.ModelInfo
-	err := rt.op(ctx, provider+"/models", 1, func(ctx context.Context, c *cred, _ string) outcome {
+	err := rt.op(ctx, telemetry.OpListModels, provider+"/models", 1, func(ctx context.Context, c *cred, _ string) outcome {
 		out, err := c.client.ListModels(ctx)
 		if err != nil {
 			return outcome{err: err}

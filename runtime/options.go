@@ -10,6 +10,7 @@ import (
 
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/providers"
+	"github.com/chorusrt/chorus/telemetry"
 )
 
 // Limits are static limits for each credential of a provider, known before
@@ -30,7 +31,8 @@ type options struct {
 	streamBuffer   int
 	placements     int
 	timeout        time.Duration
-	prices         llm.Prices // WithPrices (cost.go)
+	prices         llm.Prices           // WithPrices (cost.go)
+	tel            *telemetry.Telemetry // WithTelemetry (telemetry.go)
 	err            error
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/chorusrt/chorus/internal/actorkit"
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/providers"
+	"github.com/chorusrt/chorus/telemetry"
 )
 
 // ErrClosed is returned by calls made after Close began.
@@ -63,6 +64,9 @@ type cred struct {
 	retries     atomic.Int64
 	rateLimited atomic.Int64
 	costs       costBook // cost.go
+	// What telemetry names it by (telemetry.go): never the key.
+	provider, fp, server string
+	index, port          int
 }
 
 // New spawns one actor per credential, in the process's shared actor
@@ -81,6 +85,7 @@ func New(opts ...Option) (*Runtime, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	o.tel = o.tel.OrGlobal()
 	rt := &Runtime{groups: map[string]*group{}, aliases: o.aliases, opts: o, logger: logger}
 	for _, cfg := range o.configs {
 		if err := cfg.Validate(); err != nil {
@@ -100,7 +105,8 @@ func New(opts ...Option) (*Runtime, error) {
 			rt.groups[cfg.ID] = g
 			rt.order = append(rt.order, cfg.ID)
 		}
-		c := &cred{}
+		c := &cred{provider: cfg.ID, fp: fingerprint(string(cfg.APIKey)), index: len(g.creds)}
+		c.server, c.port = serverOf(cfg.BaseURL)
 		ep := endpoint(cfg)
 		if learned[ep] == nil {
 			learned[ep] = &providers.Learned{}
@@ -405,8 +411,10 @@ func (rt *Runtime) Chat(ctx context.Context, req *llm.ChatRequest) (*llm.ChatRes
 	}
 	ctx, done := rt.callCtx(ctx)
 	defer done()
+	ctx, tr := rt.startTrace(ctx, telemetry.OpChat, req.Model, targets, false)
+	tr.tc.Request(req)
 	var res *llm.ChatResult
-	err = rt.place(ctx, targets, estimateCost(req), func(ctx context.Context, c *cred, model string) outcome {
+	err = rt.place(ctx, targets, estimateCost(req), tr.wrap(func(ctx context.Context, c *cred, model string) outcome {
 		r := *req
 		r.Model = model
 		out, err := c.client.Chat(ctx, &r)
@@ -415,10 +423,12 @@ func (rt *Runtime) Chat(ctx context.Context, req *llm.ChatRequest) (*llm.ChatRes
 		}
 		res = out
 		return outcome{meta: out.Meta, usage: out.Usage}
-	})
+	}))
 	if err != nil {
+		tr.end(nil, err)
 		return nil, err
 	}
+	tr.end(res, nil)
 	return res, nil
 }
 
@@ -442,17 +452,20 @@ func (rt *Runtime) Stream(ctx context.Context, req *llm.ChatRequest) (*llm.Strea
 		return nil, err
 	}
 	cctx, done := rt.callCtx(ctx)
+	cctx, tr := rt.startTrace(cctx, telemetry.OpChat, req.Model, targets, true)
+	tr.tc.Request(req)
 	s, w, sctx := llm.NewStream(cctx, rt.opts.streamBuffer)
+	emit := tr.tc.Emit(w.Emit)
 	cost := estimateCost(req)
 	go func() {
 		defer done()
 		var res *llm.ChatResult
-		err := rt.place(sctx, targets, cost, func(ctx context.Context, c *cred, model string) outcome {
+		err := rt.place(sctx, targets, cost, tr.wrap(func(ctx context.Context, c *cred, model string) outcome {
 			r := *req
 			r.Model = model
 			// Validated above, once; the client says whether events reached
 			// the caller: a failure after the first event is a *llm.StreamError.
-			out, err := c.client.StreamToValidated(ctx, &r, w.Emit)
+			out, err := c.client.StreamToValidated(ctx, &r, emit)
 			var se *llm.StreamError
 			o := outcome{err: err, started: errors.As(err, &se)}
 			if out != nil {
@@ -460,16 +473,19 @@ func (rt *Runtime) Stream(ctx context.Context, req *llm.ChatRequest) (*llm.Strea
 			}
 			res = out
 			return o
-		})
+		}))
 		if err != nil {
 			var se *llm.StreamError
 			if errors.As(err, &se) {
+				tr.end(se.Partial, err)
 				w.Finish(se.Partial, err)
 				return
 			}
+			tr.end(nil, err)
 			w.Finish(nil, err)
 			return
 		}
+		tr.end(res, nil)
 		w.Finish(res, nil)
 	}()
 	return s, nil

@@ -1,0 +1,407 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/llmtest"
+	"github.com/chorusrt/chorus/providers"
+	"github.com/chorusrt/chorus/telemetry"
+)
+
+// telRig is an in-memory OpenTelemetry SDK: spans in a recorder, metrics
+// in a manual reader.
+type telRig struct {
+	spans  *tracetest.SpanRecorder
+	reader *sdkmetric.ManualReader
+	tel    *telemetry.Telemetry
+}
+
+func newTelRig(t *testing.T, opts ...telemetry.Option) *telRig {
+	t.Helper()
+	r := &telRig{spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(r.spans))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r.reader))
+	t.Cleanup(func() { tp.Shutdown(context.Background()); mp.Shutdown(context.Background()) })
+	r.tel = telemetry.New(append([]telemetry.Option{telemetry.WithTracerProvider(tp), telemetry.WithMeterProvider(mp)}, opts...)...)
+	return r
+}
+
+func (r *telRig) ended() []sdktrace.ReadOnlySpan { return r.spans.Ended() }
+
+func (r *telRig) metrics(t *testing.T) metricdata.ResourceMetrics {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	return rm
+}
+
+func attrs(s sdktrace.ReadOnlySpan) map[string]attribute.Value {
+	m := map[string]attribute.Value{}
+	for _, kv := range s.Attributes() {
+		m[string(kv.Key)] = kv.Value
+	}
+	return m
+}
+
+// histSum adds up the histogram name's points whose attributes include want.
+func histSum(rm metricdata.ResourceMetrics, name string, want ...attribute.KeyValue) (count uint64, sumI int64, sumF float64, found bool) {
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			found = true
+			match := func(set attribute.Set) bool {
+				for _, kv := range want {
+					if v, ok := set.Value(kv.Key); !ok || v != kv.Value {
+						return false
+					}
+				}
+				return true
+			}
+			switch d := m.Data.(type) {
+			case metricdata.Histogram[int64]:
+				for _, p := range d.DataPoints {
+					if match(p.Attributes) {
+						count += p.Count
+						sumI += p.Sum
+					}
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					if match(p.Attributes) {
+						count += p.Count
+						sumF += p.Sum
+					}
+				}
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					if match(p.Attributes) {
+						count++
+						sumI += p.Value
+					}
+				}
+			}
+		}
+	}
+	return
+}
+
+func geminiCfg(srv *llmtest.Server) providers.Config {
+	return providers.Config{ID: "gemini", Format: providers.FormatGemini, BaseURL: srv.GeminiBaseURL(), APIKey: key}
+}
+
+// TestTelemetryInferenceSpanPerFormat: one CLIENT span per call, never per
+// delta, named and attributed by the GenAI conventions, with the usage the
+// result reports (cached input included in input tokens), for each wire
+// format, streamed and buffered; the GenAI metrics agree with it.
+func TestTelemetryInferenceSpanPerFormat(t *testing.T) {
+	usage := llm.Usage{PromptTokens: 11, CacheReadTokens: 5, CacheWriteTokens: 2, CompletionTokens: 9, ReasoningTokens: 3}
+	for _, tc := range []struct {
+		name, provider string
+		cfg            func(*llmtest.Server) providers.Config
+	}{
+		{"openai", "openai", func(s *llmtest.Server) providers.Config { return openaiCfg(s, key) }},
+		{"anthropic", "anthropic", anthropicCfg},
+		{"gemini", "gcp.gemini", geminiCfg},
+	} {
+		for _, stream := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/stream=%v", tc.name, stream), func(t *testing.T) {
+				srv := llmtest.NewServer()
+				defer srv.Close()
+				rig := newTelRig(t)
+				cfg := tc.cfg(srv)
+				rt := newRT(t, WithProvider(cfg), WithTelemetry(rig.tel))
+				u := usage
+				srv.Push(llmtest.Step{Reply: &llmtest.Reply{Deltas: []string{"one ", "two ", "three ", "four"}, Usage: &u}})
+				temp := 0.25
+				r := req(cfg.ID + "/model-x")
+				r.Temperature, r.MaxTokens = &temp, 100
+				var res *llm.ChatResult
+				var err error
+				if stream {
+					var s *llm.Stream
+					if s, err = rt.Stream(ctxT(t, 5*time.Second), r); err == nil {
+						res, err = s.Result()
+					}
+				} else {
+					res, err = rt.Chat(ctxT(t, 5*time.Second), r)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				spans := rig.ended()
+				if len(spans) != 1 {
+					t.Fatalf("%d spans, want one per call", len(spans))
+				}
+				sp := spans[0]
+				a := attrs(sp)
+				if sp.Name() != "chat model-x" || sp.SpanKind() != trace.SpanKindClient {
+					t.Fatalf("span %q kind %v", sp.Name(), sp.SpanKind())
+				}
+				host, port := serverOf(cfg.BaseURL)
+				want := map[string]any{
+					"gen_ai.operation.name":                    "chat",
+					"gen_ai.provider.name":                     tc.provider,
+					"gen_ai.request.model":                     "model-x",
+					"gen_ai.request.stream":                    stream,
+					"gen_ai.request.temperature":               0.25,
+					"gen_ai.request.max_tokens":                int64(100),
+					"gen_ai.usage.input_tokens":                int64(res.Usage.InputTokens()),
+					"gen_ai.usage.output_tokens":               int64(res.Usage.CompletionTokens),
+					"gen_ai.usage.cache_read.input_tokens":     int64(res.Usage.CacheReadTokens),
+					"gen_ai.usage.cache_creation.input_tokens": int64(res.Usage.CacheWriteTokens),
+					"gen_ai.usage.reasoning.output_tokens":     int64(res.Usage.ReasoningTokens),
+					"gen_ai.response.id":                       res.ID,
+					"server.address":                           host,
+					"server.port":                              int64(port),
+					"chorus.credential.fingerprint":            fingerprint(key),
+					"chorus.attempts":                          int64(1),
+				}
+				for k, v := range want {
+					got, ok := a[k]
+					if !ok || got.AsInterface() != v {
+						t.Errorf("%s = %v (present %v), want %v", k, got.AsInterface(), ok, v)
+					}
+				}
+				if res.Usage.InputTokens() <= res.Usage.PromptTokens || res.ID == "" {
+					t.Errorf("the reply should carry cached input and an id: %+v %q", res.Usage, res.ID)
+				}
+				if fr := a["gen_ai.response.finish_reasons"].AsStringSlice(); len(fr) != 1 || fr[0] != "stop" {
+					t.Errorf("finish reasons %v", fr)
+				}
+				if _, ok := a["gen_ai.response.model"]; !ok {
+					t.Error("no gen_ai.response.model")
+				}
+				if ttfc, ok := a["gen_ai.response.time_to_first_chunk"]; stream != ok || (ok && ttfc.AsFloat64() <= 0) {
+					t.Errorf("time_to_first_chunk %v present %v on stream=%v", ttfc.AsFloat64(), ok, stream)
+				}
+				for k := range a {
+					if k == "gen_ai.input.messages" || k == "gen_ai.output.messages" || k == "error.type" {
+						t.Errorf("unexpected %s", k)
+					}
+				}
+				rm := rig.metrics(t)
+				if n, sum, _, _ := histSum(rm, "gen_ai.client.token.usage", attribute.String("gen_ai.token.type", "input"), attribute.String("gen_ai.provider.name", tc.provider)); n != 1 || sum != int64(res.Usage.InputTokens()) {
+					t.Errorf("input token usage: %d points, sum %d", n, sum)
+				}
+				if n, sum, _, _ := histSum(rm, "gen_ai.client.token.usage", attribute.String("gen_ai.token.type", "output")); n != 1 || sum != int64(res.Usage.CompletionTokens) {
+					t.Errorf("output token usage: %d points, sum %d", n, sum)
+				}
+				if n, _, _, _ := histSum(rm, "gen_ai.client.operation.duration", attribute.String("gen_ai.request.model", "model-x")); n != 1 {
+					t.Errorf("duration points %d", n)
+				}
+				n, _, _, _ := histSum(rm, "gen_ai.client.operation.time_to_first_chunk")
+				if stream != (n == 1) {
+					t.Errorf("ttfc points %d on stream=%v", n, stream)
+				}
+			})
+		}
+	}
+}
+
+// TestTelemetryFailedCall: a failed call's span has error.type and an
+// error status; the duration metric carries error.type too.
+func TestTelemetryFailedCall(t *testing.T) {
+	srv := llmtest.NewServer()
+	defer srv.Close()
+	rig := newTelRig(t)
+	rt := newRT(t, WithProvider(openaiCfg(srv, key)), WithTelemetry(rig.tel))
+	srv.Push(llmtest.Step{Fault: &llmtest.Fault{Kind: llmtest.FaultStatus, Status: 400, Message: "bad request"}})
+	if _, err := rt.Chat(ctxT(t, 5*time.Second), req("openai/m")); err == nil {
+		t.Fatal("no error")
+	}
+	spans := rig.ended()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans", len(spans))
+	}
+	a := attrs(spans[0])
+	if a["error.type"].AsString() != "client" || spans[0].Status().Code != codes.Error {
+		t.Fatalf("error.type %q status %v", a["error.type"].AsString(), spans[0].Status())
+	}
+	if n, _, _, _ := histSum(rig.metrics(t), "gen_ai.client.operation.duration", attribute.String("error.type", "client")); n != 1 {
+		t.Fatalf("duration with error.type: %d points", n)
+	}
+}
+
+// TestTelemetryRetriedCall: each attempt is an event with its status,
+// error class and the wait before the next; the span counts them.
+func TestTelemetryRetriedCall(t *testing.T) {
+	srv := llmtest.NewServer()
+	defer srv.Close()
+	rig := newTelRig(t)
+	rt := newRT(t, WithProvider(openaiCfg(srv, key)), WithTelemetry(rig.tel))
+	srv.Push(llmtest.Step{Fault: &llmtest.Fault{Kind: llmtest.FaultStatus, Status: 500}}, llmtest.Step{Reply: &llmtest.Reply{Text: "ok"}})
+	s, err := rt.Stream(ctxT(t, 5*time.Second), req("openai/m"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Result(); err != nil {
+		t.Fatal(err)
+	}
+	spans := rig.ended()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans", len(spans))
+	}
+	var got []string
+	for _, ev := range spans[0].Events() {
+		if ev.Name != telemetry.EventAttempt {
+			continue
+		}
+		m := map[string]attribute.Value{}
+		for _, kv := range ev.Attributes {
+			m[string(kv.Key)] = kv.Value
+		}
+		got = append(got, fmt.Sprintf("%d/%d/%s/wait=%v", m["chorus.attempt"].AsInt64(), m["http.response.status_code"].AsInt64(), m["chorus.error.class"].AsString(), m["chorus.retry.wait"].AsFloat64() > 0))
+	}
+	if strings.Join(got, " ") != "1/500/server/wait=true 2/200//wait=false" {
+		t.Fatalf("attempt events %v", got)
+	}
+	if a := attrs(spans[0]); a["chorus.attempts"].AsInt64() != 2 {
+		t.Fatalf("chorus.attempts %v", a["chorus.attempts"].AsInt64())
+	}
+	if _, sum, _, _ := histSum(rig.metrics(t), telemetry.MetricRetries); sum != 1 {
+		t.Fatalf("retries metric %d", sum)
+	}
+}
+
+// TestTelemetryFallback: an alias whose first model fails over to the
+// second is one span, named for the model that served, with the alias, the
+// step and a fallback event.
+func TestTelemetryFallback(t *testing.T) {
+	srv := llmtest.NewServer()
+	defer srv.Close()
+	rig := newTelRig(t)
+	rt := newRT(t, WithProvider(openaiCfg(srv, key)), WithProvider(anthropicCfg(srv)), WithAlias("best", "openai/gpt-a", "anthropic/claude-b"), WithTelemetry(rig.tel))
+	fail := llmtest.Step{Fault: &llmtest.Fault{Kind: llmtest.FaultStatus, Status: 503}}
+	srv.Push(fail, fail, fail, llmtest.Step{Reply: &llmtest.Reply{Text: "served by b"}})
+	res, err := rt.Chat(ctxT(t, 5*time.Second), req("best"))
+	if err != nil || res.Content != "served by b" {
+		t.Fatalf("%v %v", res, err)
+	}
+	spans := rig.ended()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans", len(spans))
+	}
+	a := attrs(spans[0])
+	if spans[0].Name() != "chat claude-b" || a["gen_ai.provider.name"].AsString() != "anthropic" || a["chorus.alias"].AsString() != "best" || a["chorus.fallback.step"].AsInt64() != 1 {
+		t.Fatalf("span %q %v", spans[0].Name(), a)
+	}
+	var fallback bool
+	for _, ev := range spans[0].Events() {
+		fallback = fallback || ev.Name == telemetry.EventFallback
+	}
+	if !fallback {
+		t.Fatal("no fallback event")
+	}
+	if _, sum, _, _ := histSum(rig.metrics(t), telemetry.MetricFallbacks); sum != 1 {
+		t.Fatalf("fallbacks metric %d", sum)
+	}
+}
+
+// TestTelemetryContentOnlyWhenAsked: message content is on the span only
+// with telemetry.WithContent.
+func TestTelemetryContentOnlyWhenAsked(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		srv := llmtest.NewServer()
+		var opts []telemetry.Option
+		if on {
+			opts = append(opts, telemetry.WithContent())
+		}
+		rig := newTelRig(t, opts...)
+		rt := newRT(t, WithProvider(openaiCfg(srv, key)), WithTelemetry(rig.tel))
+		srv.Push(llmtest.Step{Reply: &llmtest.Reply{Text: "the-answer-text"}})
+		r := &llm.ChatRequest{Model: "openai/m", Messages: []llm.Message{llm.UserText("the-question-text")}}
+		if _, err := rt.Chat(ctxT(t, 5*time.Second), r); err != nil {
+			t.Fatal(err)
+		}
+		dump := dumpTelemetry(t, rig)
+		for _, s := range []string{"the-question-text", "the-answer-text"} {
+			if strings.Contains(dump, s) != on {
+				t.Errorf("content %q recorded=%v with WithContent=%v", s, !on, on)
+			}
+		}
+		if on {
+			a := attrs(rig.ended()[0])
+			var in []map[string]any
+			if err := json.Unmarshal([]byte(a["gen_ai.input.messages"].AsString()), &in); err != nil || in[0]["role"] != "user" {
+				t.Errorf("input messages %s: %v", a["gen_ai.input.messages"].AsString(), err)
+			}
+		}
+		rt.Close(context.Background())
+		srv.Close()
+	}
+}
+
+// dumpTelemetry renders every span (name, attributes, events, status) and
+// every metric point of rig as text.
+func dumpTelemetry(t *testing.T, rig *telRig) string {
+	var b strings.Builder
+	for _, s := range rig.ended() {
+		fmt.Fprintf(&b, "%s %v %v %v\n", s.Name(), s.Attributes(), s.Events(), s.Status())
+	}
+	j, _ := json.Marshal(rig.metrics(t))
+	b.Write(j)
+	return b.String()
+}
+
+// TestSecretsNeverLeak_Telemetry extends the secrets test to telemetry:
+// calls of every format against faults that echo the key (and the key's
+// tail), and a rate limit; no span, event, metric or log line of the run
+// holds the key, its last 8 characters or the message content.
+func TestSecretsNeverLeak_Telemetry(t *testing.T) {
+	var logs strings.Builder
+	logger := slog.New(telemetry.LogHandler(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	rig := newTelRig(t)
+	srv := llmtest.NewServer()
+	defer srv.Close()
+	cfgs := []providers.Config{openaiCfg(srv, key), anthropicCfg(srv), geminiCfg(srv)}
+	var opts []Option
+	for _, c := range cfgs {
+		opts = append(opts, WithProvider(c))
+	}
+	rt := newRT(t, append(opts, WithTelemetry(rig.tel), WithLogger(logger))...)
+	for _, c := range cfgs {
+		for _, f := range []*llmtest.Fault{
+			{Kind: llmtest.FaultStatus, Status: 401, Message: "invalid key " + key},
+			{Kind: llmtest.FaultStatus, Status: 400, Message: "bad " + key[len(key)-8:]},
+			{Kind: llmtest.FaultStatus, Status: 429, RetryAfter: 10 * time.Millisecond, Message: "slow down " + key},
+		} {
+			srv.Push(llmtest.Step{Fault: f})
+			r := &llm.ChatRequest{Model: c.ID + "/m", Messages: []llm.Message{llm.UserText("secret-question")}}
+			if s, err := rt.Stream(ctxT(t, 5*time.Second), r); err == nil {
+				s.Result()
+			}
+		}
+		srv.Push(llmtest.Step{Reply: &llmtest.Reply{Text: "secret-answer"}})
+		if _, err := rt.Chat(ctxT(t, 5*time.Second), &llm.ChatRequest{Model: c.ID + "/m", Messages: []llm.Message{llm.UserText("secret-question")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := dumpTelemetry(t, rig) + logs.String()
+	if len(rig.ended()) != 12 {
+		t.Fatalf("%d spans, want 12", len(rig.ended()))
+	}
+	for _, s := range []string{key, key[len(key)-8:], "secret-question", "secret-answer"} {
+		if strings.Contains(all, s) {
+			t.Errorf("%q in telemetry", s)
+		}
+	}
+}

@@ -1,0 +1,381 @@
+package telemetry
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/chorusrt/chorus/llm"
+)
+
+// Chorus's own attribute keys on an inference span.
+const (
+	AttrAlias          = attribute.Key("chorus.alias")
+	AttrFallbackStep   = attribute.Key("chorus.fallback.step")
+	AttrCredential     = attribute.Key("chorus.credential.fingerprint")
+	AttrCredentialIdx  = attribute.Key("chorus.credential.index")
+	AttrAdmissionWait  = attribute.Key("chorus.admission.wait")
+	AttrAttempts       = attribute.Key("chorus.attempts")
+	AttrAttempt        = attribute.Key("chorus.attempt")
+	AttrStatus         = attribute.Key("http.response.status_code")
+	AttrErrorClass     = attribute.Key("chorus.error.class")
+	AttrRetryWait      = attribute.Key("chorus.retry.wait")
+	AttrRetryAt        = attribute.Key("chorus.cooldown.until")
+	AttrLearned        = attribute.Key("chorus.learned")
+	AttrBuffered       = attribute.Key("chorus.buffered")
+	AttrCustomID       = attribute.Key("chorus.batch.custom_id")
+	EventAttempt       = "chorus.attempt"
+	EventAdmitted      = "chorus.admitted"
+	EventCooldown      = "chorus.cooldown"
+	EventFallback      = "chorus.fallback"
+	EventLearnedFlag   = "chorus.learned"
+	EventApprovalAsked = "chorus.approval.requested"
+	EventApprovalDone  = "chorus.approval.resolved"
+)
+
+// Operation names (gen_ai.operation.name values).
+const (
+	OpChat       = "chat"
+	OpEmbeddings = "embeddings"
+	OpSpeech     = "speech"
+	OpTranscribe = "transcription"
+	OpCount      = "count_tokens"
+	OpListModels = "list_models"
+)
+
+// Call is one inference span and its metrics. Its methods are safe on a
+// call that records nothing; every method is per call or per attempt,
+// never per delta (Emit wraps the writer only when something records).
+type Call struct {
+	t        *Telemetry
+	ctx      context.Context
+	span     trace.Span
+	on       bool // the span records or the duration histogram is enabled
+	op       string
+	start    time.Time
+	first    time.Time
+	last     time.Time
+	chunks   int
+	provider string
+	model    string
+	server   string
+	port     int
+}
+
+// StartCall starts the span of one call of operation op on model (the
+// first target's model; SetTarget names the one that serves). alias is
+// the name the caller asked for when it was an alias.
+func (t *Telemetry) StartCall(ctx context.Context, op, provider, model, alias string, stream bool) (context.Context, *Call) {
+	t = t.OrGlobal()
+	ctx, span := t.tracer.Start(ctx, op+" "+model, trace.WithSpanKind(trace.SpanKindClient))
+	c := &Call{t: t, span: span, op: op, provider: provider, model: model}
+	c.on = span.IsRecording() || t.inst.duration.Enabled(ctx)
+	c.ctx = ctx
+	if !c.on {
+		return ctx, c
+	}
+	c.start = time.Now()
+	if span.IsRecording() {
+		span.SetAttributes(
+			semconv.GenAIOperationNameKey.String(op),
+			ProviderName(provider),
+			semconv.GenAIRequestModel(model),
+		)
+		if op == OpChat {
+			span.SetAttributes(semconv.GenAIRequestStream(stream))
+		}
+		if alias != "" {
+			span.SetAttributes(AttrAlias.String(alias))
+		}
+	}
+	return ctx, c
+}
+
+// Recording reports whether the call records anything.
+func (c *Call) Recording() bool { return c.on }
+
+// Span returns the call's span.
+func (c *Call) Span() trace.Span { return c.span }
+
+// Request records a chat request's sampling attributes, and its messages
+// when content is recorded.
+func (c *Call) Request(req *llm.ChatRequest) {
+	if !c.span.IsRecording() || req == nil {
+		return
+	}
+	var kv []attribute.KeyValue
+	if req.MaxTokens > 0 {
+		kv = append(kv, semconv.GenAIRequestMaxTokens(req.MaxTokens))
+	}
+	if req.Temperature != nil {
+		kv = append(kv, semconv.GenAIRequestTemperature(*req.Temperature))
+	}
+	if req.TopP != nil {
+		kv = append(kv, semconv.GenAIRequestTopP(*req.TopP))
+	}
+	if req.Seed != nil {
+		kv = append(kv, semconv.GenAIRequestSeed(int(*req.Seed)))
+	}
+	if len(req.Stop) > 0 {
+		kv = append(kv, semconv.GenAIRequestStopSequences(req.Stop...))
+	}
+	if c.t.content {
+		kv = append(kv, semconv.GenAIInputMessagesKey.String(inputMessages(req.Messages)))
+	}
+	c.span.SetAttributes(kv...)
+}
+
+// SetTarget names the target a placement tries: step is its position in
+// the alias (0: the first), server and port the endpoint's.
+func (c *Call) SetTarget(step int, provider, model, server string, port int) {
+	if !c.on {
+		return
+	}
+	if step > 0 && (provider != c.provider || model != c.model) {
+		c.t.inst.fallbacks.Add(c.ctx, 1, metric.WithAttributes(ProviderName(provider), semconv.GenAIRequestModel(model)))
+		c.span.AddEvent(EventFallback, trace.WithAttributes(AttrFallbackStep.Int(step), ProviderName(provider), semconv.GenAIRequestModel(model),
+			attribute.String("chorus.fallback.from", c.provider+"/"+c.model)))
+	}
+	c.provider, c.model, c.server, c.port = provider, model, server, port
+	if c.span.IsRecording() {
+		c.span.SetName(c.op + " " + model)
+		c.span.SetAttributes(ProviderName(provider), semconv.GenAIRequestModel(model), AttrFallbackStep.Int(step))
+		if server != "" {
+			c.span.SetAttributes(semconv.ServerAddress(server))
+		}
+		if port > 0 {
+			c.span.SetAttributes(semconv.ServerPort(port))
+		}
+	}
+}
+
+// Admitted records an admission: the wait and the credential (by its
+// fingerprint, never its key).
+func (c *Call) Admitted(wait time.Duration, fingerprint string, index int) {
+	if !c.on {
+		return
+	}
+	c.t.inst.admissionWait.Record(c.ctx, wait.Seconds(), metric.WithAttributes(ProviderName(c.provider)))
+	if c.span.IsRecording() {
+		c.span.SetAttributes(AttrCredential.String(fingerprint), AttrCredentialIdx.Int(index), AttrAdmissionWait.Float64(wait.Seconds()))
+		c.span.AddEvent(EventAdmitted, trace.WithAttributes(AttrCredential.String(fingerprint), AttrAdmissionWait.Float64(wait.Seconds())))
+	}
+}
+
+// Cooldown records a refused admission: the credential cools down.
+func (c *Call) Cooldown(wait time.Duration, fingerprint string, until time.Time) {
+	if !c.on {
+		return
+	}
+	c.t.inst.cooldowns.Add(c.ctx, 1, metric.WithAttributes(ProviderName(c.provider)))
+	if c.span.IsRecording() {
+		kv := []attribute.KeyValue{AttrCredential.String(fingerprint), AttrAdmissionWait.Float64(wait.Seconds())}
+		if !until.IsZero() {
+			kv = append(kv, AttrRetryAt.String(until.UTC().Format(time.RFC3339Nano)))
+		}
+		c.span.AddEvent(EventCooldown, trace.WithAttributes(kv...))
+	}
+}
+
+// Attempt records one HTTP attempt: its number, status, error class and
+// the wait before the next one (zero when it was the last).
+func (c *Call) Attempt(n, status int, class string, d, wait time.Duration) {
+	if !c.on {
+		return
+	}
+	pa := metric.WithAttributes(ProviderName(c.provider))
+	c.t.inst.attempts.Add(c.ctx, 1, pa)
+	if n > 1 {
+		c.t.inst.retries.Add(c.ctx, 1, pa)
+	}
+	if status == 429 || status == 529 {
+		c.t.inst.rateLimited.Add(c.ctx, 1, pa)
+	}
+	if c.span.IsRecording() {
+		kv := []attribute.KeyValue{AttrAttempt.Int(n), AttrStatus.Int(status), attribute.Float64("chorus.attempt.duration", d.Seconds())}
+		if class != "" {
+			kv = append(kv, AttrErrorClass.String(class))
+		}
+		if wait > 0 {
+			kv = append(kv, AttrRetryWait.Float64(wait.Seconds()))
+		}
+		c.span.AddEvent(EventAttempt, trace.WithAttributes(kv...))
+	}
+}
+
+// Learned records a learn-once flag the call learned and applied.
+func (c *Call) Learned(flag string) {
+	if c.span.IsRecording() {
+		c.span.AddEvent(EventLearnedFlag, trace.WithAttributes(AttrLearned.String(flag)))
+	}
+}
+
+// Emit wraps a stream's emit function so that the first chunk's time and
+// the chunk count are known; with nothing recording it returns emit as is.
+func (c *Call) Emit(emit func(llm.Event) bool) func(llm.Event) bool {
+	if !c.on {
+		return emit
+	}
+	return func(ev llm.Event) bool {
+		now := time.Now()
+		if c.chunks == 0 {
+			c.first = now
+		}
+		c.last = now
+		c.chunks++
+		return emit(ev)
+	}
+}
+
+// End ends the call: the response, usage and error, and the metrics.
+func (c *Call) End(res *llm.ChatResult, meta llm.ResponseMeta, usage llm.Usage, err error) {
+	defer c.span.End()
+	if !c.on {
+		return
+	}
+	elapsed := time.Since(c.start)
+	respModel := meta.Model
+	if res != nil && res.Model != "" {
+		respModel = res.Model
+	}
+	et := ErrorType(err)
+	base := []attribute.KeyValue{semconv.GenAIOperationNameKey.String(c.op), ProviderName(c.provider), semconv.GenAIRequestModel(c.model)}
+	if respModel != "" {
+		base = append(base, semconv.GenAIResponseModel(respModel))
+	}
+	if c.server != "" {
+		base = append(base, semconv.ServerAddress(c.server))
+	}
+	if c.port > 0 {
+		base = append(base, semconv.ServerPort(c.port))
+	}
+	mkv := base
+	if et != "" {
+		mkv = append(append([]attribute.KeyValue(nil), base...), semconv.ErrorTypeKey.String(et))
+	}
+	c.t.inst.duration.Record(c.ctx, elapsed.Seconds(), metric.WithAttributes(mkv...))
+	if err == nil || !usage.IsZero() {
+		if in := usage.InputTokens(); in > 0 || !usage.IsZero() {
+			c.t.inst.tokens.Record(c.ctx, int64(in), metric.WithAttributes(append(append([]attribute.KeyValue(nil), base...), semconv.GenAITokenTypeInput)...))
+			c.t.inst.tokens.Record(c.ctx, int64(usage.CompletionTokens), metric.WithAttributes(append(append([]attribute.KeyValue(nil), base...), semconv.GenAITokenTypeOutput)...))
+		}
+	}
+	if c.chunks > 0 {
+		c.t.inst.ttfc.Record(c.ctx, c.first.Sub(c.start).Seconds(), metric.WithAttributes(base...))
+		if c.chunks > 1 {
+			c.t.inst.tpoc.Record(c.ctx, c.last.Sub(c.first).Seconds()/float64(c.chunks-1), metric.WithAttributes(base...))
+		}
+	}
+	if !c.span.IsRecording() {
+		return
+	}
+	kv := []attribute.KeyValue{AttrAttempts.Int(meta.Attempts)}
+	if respModel != "" {
+		kv = append(kv, semconv.GenAIResponseModel(respModel))
+	}
+	if meta.Buffered {
+		kv = append(kv, AttrBuffered.Bool(true))
+	}
+	if meta.Status > 0 {
+		kv = append(kv, AttrStatus.Int(meta.Status))
+	}
+	if !usage.IsZero() {
+		kv = append(kv,
+			semconv.GenAIUsageInputTokens(usage.InputTokens()),
+			semconv.GenAIUsageOutputTokens(usage.CompletionTokens),
+			semconv.GenAIUsageCacheReadInputTokens(usage.CacheReadTokens),
+			semconv.GenAIUsageCacheCreationInputTokens(usage.CacheWriteTokens),
+			semconv.GenAIUsageReasoningOutputTokens(usage.ReasoningTokens),
+		)
+	}
+	if c.chunks > 0 {
+		kv = append(kv, semconv.GenAIResponseTimeToFirstChunk(c.first.Sub(c.start).Seconds()))
+	}
+	if res != nil {
+		if res.ID != "" {
+			kv = append(kv, semconv.GenAIResponseID(res.ID))
+		}
+		if res.FinishReason != "" {
+			kv = append(kv, semconv.GenAIResponseFinishReasons(string(res.FinishReason)))
+		}
+		if c.t.content {
+			kv = append(kv, semconv.GenAIOutputMessagesKey.String(outputMessages(res)))
+		}
+	}
+	if err != nil {
+		kv = append(kv, semconv.ErrorTypeKey.String(et))
+		c.span.SetStatus(codes.Error, et)
+	}
+	c.span.SetAttributes(kv...)
+}
+
+// The conventions' message shapes, as JSON strings.
+type msgPart struct {
+	Type      string `json:"type"`
+	Content   string `json:"content,omitempty"`
+	ID        string `json:"id,omitempty"`
+	Name      string `json:"name,omitempty"`
+	Arguments any    `json:"arguments,omitempty"`
+	Response  string `json:"response,omitempty"`
+}
+
+type msg struct {
+	Role         string    `json:"role"`
+	Parts        []msgPart `json:"parts"`
+	FinishReason string    `json:"finish_reason,omitempty"`
+}
+
+func inputMessages(ms []llm.Message) string {
+	out := make([]msg, 0, len(ms))
+	for _, m := range ms {
+		om := msg{Role: string(m.Role)}
+		if m.Role == llm.RoleTool {
+			om.Parts = append(om.Parts, msgPart{Type: "tool_call_response", ID: m.ToolCallID, Response: m.Content})
+		} else {
+			if m.Content != "" {
+				om.Parts = append(om.Parts, msgPart{Type: "text", Content: m.Content})
+			}
+			for _, p := range m.Parts {
+				if p.Text != "" {
+					om.Parts = append(om.Parts, msgPart{Type: "text", Content: p.Text})
+				}
+			}
+			for _, tc := range m.ToolCalls {
+				om.Parts = append(om.Parts, msgPart{Type: "tool_call", ID: tc.ID, Name: tc.Name, Arguments: json.RawMessage(orNull(tc.Arguments))})
+			}
+		}
+		out = append(out, om)
+	}
+	b, _ := json.Marshal(out)
+	return string(b)
+}
+
+func outputMessages(res *llm.ChatResult) string {
+	om := msg{Role: "assistant", FinishReason: string(res.FinishReason)}
+	if res.Content != "" {
+		om.Parts = append(om.Parts, msgPart{Type: "text", Content: res.Content})
+	}
+	for _, tc := range res.ToolCalls {
+		om.Parts = append(om.Parts, msgPart{Type: "tool_call", ID: tc.ID, Name: tc.Name, Arguments: json.RawMessage(orNull(tc.Arguments))})
+	}
+	b, _ := json.Marshal([]msg{om})
+	return string(b)
+}
+
+func orNull(s string) string {
+	if s == "" || !json.Valid([]byte(s)) {
+		b, _ := json.Marshal(s)
+		return string(b)
+	}
+	return s
+}
+
+// itoa is strconv.Itoa, kept for attribute values.
+var itoa = strconv.Itoa
