@@ -11,8 +11,11 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/pipeline"
+	"github.com/chorusrt/chorus/telemetry"
 )
 
 // Runner is where a line runs: the local runtime (*runtime.Runtime), a
@@ -49,6 +52,9 @@ type Job struct {
 	// Native, when set, sends the chat lines it can to the providers'
 	// batch APIs (see Native); the others run live on Runner.
 	Native *Native
+	// Telemetry, when set, is where the job's spans and metrics go (see
+	// telemetry.go); nil: the global OpenTelemetry providers.
+	Telemetry *telemetry.Telemetry
 }
 
 // EventKind says what an Event reports.
@@ -232,6 +238,8 @@ type run struct {
 	emu  sync.Mutex // emit
 	dmu  sync.Mutex
 	dflt map[bool]defaultPick
+	// jobSpan is the job's span, which each line's span links to.
+	jobSpan trace.SpanContext
 }
 
 // emit hands ev to Observe, one event at a time: the reader, the
@@ -275,7 +283,10 @@ func Run(ctx context.Context, j Job) (*Report, error) {
 		}
 	}
 	r := &run{j: j, dflt: map[bool]defaultPick{}}
-	return r.run(ctx)
+	ctx, span := r.startJob(ctx)
+	rep, err := r.run(ctx)
+	endJob(span, rep, err)
+	return rep, err
 }
 
 func (r *run) run(ctx context.Context) (*Report, error) {
@@ -577,6 +588,8 @@ func (r *run) fallbackModel(embed bool) (string, error) {
 
 // do runs one item live.
 func (r *run) do(ctx context.Context, it *item) (res *result) {
+	ctx, endLine := r.startLine(ctx, it)
+	defer func() { endLine(res) }() // after the recovery below
 	res = &result{item: it, start: time.Now()}
 	defer func() {
 		if v := recover(); v != nil {

@@ -1,6 +1,9 @@
 package telemetry
 
 import (
+	"context"
+
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/semconv/v1.41.0/genaiconv"
@@ -69,4 +72,20 @@ func newInstruments(m metric.Meter) instruments {
 	return in
 }
 
-var _ = semconv.SchemaURL
+// BatchLine counts one finished batch line by outcome (succeeded, failed).
+func (t *Telemetry) BatchLine(ctx context.Context, outcome string) {
+	t = t.OrGlobal()
+	t.inst.batchLines.Add(ctx, 1, metric.WithAttributes(attribute.String("chorus.outcome", outcome)))
+}
+
+// ToolCall counts one finished tool call by tool and outcome.
+func (t *Telemetry) ToolCall(ctx context.Context, tool, outcome string) {
+	t = t.OrGlobal()
+	t.inst.toolCalls.Add(ctx, 1, metric.WithAttributes(semconv.GenAIToolName(tool), attribute.String("chorus.outcome", outcome)))
+}
+
+// ApprovalsPending moves the count of tool calls waiting for approval.
+func (t *Telemetry) ApprovalsPending(ctx context.Context, delta int64) {
+	t = t.OrGlobal()
+	t.inst.approvalsPending.Add(ctx, delta)
+}
