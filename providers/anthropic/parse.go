@@ -82,6 +82,9 @@ func (Codec) ParseChat(body []byte) (*llm.ChatResult, error) {
 		case "redacted_thinking":
 			res.ThinkingBlocks = append(res.ThinkingBlocks, llm.ThinkingBlock{Format: formatName, Redacted: true, Data: b.Data})
 		case "tool_use":
+			if b.ID == "" || b.Name == "" {
+				return nil, &llm.DecodeError{Provider: providerName, Err: fmt.Errorf("content[%d]: a tool_use block without its id or name", i)}
+			}
 			args, err := compactInput(b.Input)
 			if err != nil {
 				return nil, &llm.DecodeError{Provider: providerName, Err: fmt.Errorf("content[%d].input: %w", i, err)}

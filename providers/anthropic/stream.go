@@ -276,14 +276,17 @@ func (d *decoder) blockStart(index, cb []byte, emit wire.Emit) error {
 			return decodeErr("content_block_start data", err)
 		}
 	case "tool_use":
+		// A call without its id or name is malformed: a typed error, and
+		// no slot in the result's tool calls (checked before the block
+		// becomes a call).
+		sid, err1 := jsonscan.String(id)
+		sname, err2 := jsonscan.String(name)
+		if err1 != nil || err2 != nil || sid == "" || sname == "" {
+			return decodeErr("content_block_start tool_use", fmt.Errorf("id or name: %w", jsonscan.ErrSyntax))
+		}
 		blk.kind = kindTool
 		blk.tool = d.tools
 		d.tools++
-		sid, err1 := jsonscan.String(id)
-		sname, err2 := jsonscan.String(name)
-		if err1 != nil || err2 != nil {
-			return decodeErr("content_block_start tool_use", fmt.Errorf("id or name: %w", jsonscan.ErrSyntax))
-		}
 		in := jsonscan.NewObject(input)
 		if in.Next() { // an input that is not {}: kept in case no delta follows
 			blk.input = string(input)
