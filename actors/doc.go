@@ -13,6 +13,18 @@
 // so that, once the limits are known, no request is sent that the provider
 // would refuse.
 //
+// Pacing reads the limiter behind the headers, not only the numbers
+// (pacer.go): a report's "full" instant (arrival + reset) ranks reports
+// that arrive out of order; a fixed window refills at its reset and keeps
+// charged only what may still land in the next one; a sliding window keeps
+// charged what was granted after the report that named its reset; a token
+// bucket (OpenAI's and Anthropic's limiters, whose resets mean "until full")
+// is recognised when successive reports agree on one refill rate and is
+// paced at the lower bound of that rate. A provider that reports no limits
+// (Gemini) has its request limit inferred from its 429s: what a window
+// accepted, counted when response headers arrive (RequestAccepted), until
+// the 429's retry delay names the window's end.
+//
 // Everything that must survive a supervised restart (learned limits, the
 // admission queue with its waiting callers, counters) lives in a
 // *CredentialState outside the actor; the actor is a thin behaviour over
