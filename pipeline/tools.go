@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/telemetry"
 )
 
 // DefaultMaxTurns is ToolLoop's model-call limit when ToolLoopOptions.MaxTurns is zero.
@@ -100,6 +101,9 @@ type ToolLoopOptions struct {
 	// Parallel runs the calls of one turn concurrently. Their results are
 	// appended in call order either way.
 	Parallel bool
+	// Telemetry, when set, is where each call's execute_tool span goes;
+	// nil: the global OpenTelemetry providers (see package telemetry).
+	Telemetry *telemetry.Telemetry
 }
 
 // ToolLoopResult is the outcome of a tool loop.
@@ -150,6 +154,7 @@ func ToolLoop(ctx context.Context, c Client, req *llm.ChatRequest, tools ToolSet
 		r.Tools = tools.Definitions()
 	}
 	out := &ToolLoopResult{Messages: slices.Clone(req.Messages)}
+	tel := opts.Telemetry.OrGlobal()
 	for {
 		r.Messages = slices.Clip(out.Messages)
 		res, err := safeChat(ctx, c, &r)
@@ -163,7 +168,7 @@ func ToolLoop(ctx context.Context, c Client, req *llm.ChatRequest, tools ToolSet
 		if len(res.ToolCalls) == 0 {
 			return out, nil
 		}
-		out.Messages = append(out.Messages, runTools(ctx, tools, res.ToolCalls, opts.Parallel)...)
+		out.Messages = append(out.Messages, runTools(ctx, tel, tools, res.ToolCalls, opts.Parallel)...)
 		if m := r.ToolChoice.Mode; m == llm.ToolChoiceRequired || m == llm.ToolChoiceTool {
 			// A forced tool choice has been honoured: forcing it again would
 			// loop until MaxTurns.
@@ -179,24 +184,38 @@ func ToolLoop(ctx context.Context, c Client, req *llm.ChatRequest, tools ToolSet
 }
 
 // runTools answers every call, in call order.
-func runTools(ctx context.Context, tools ToolSet, calls []llm.ToolCall, parallel bool) []llm.Message {
+func runTools(ctx context.Context, tel *telemetry.Telemetry, tools ToolSet, calls []llm.ToolCall, parallel bool) []llm.Message {
 	msgs := make([]llm.Message, len(calls))
 	if !parallel || len(calls) == 1 {
 		for i, call := range calls {
-			msgs[i] = runTool(ctx, tools, call)
+			msgs[i] = runTool(ctx, tel, tools, call)
 		}
 		return msgs
 	}
 	var wg sync.WaitGroup
 	for i, call := range calls {
-		wg.Go(func() { msgs[i] = runTool(ctx, tools, call) })
+		wg.Go(func() { msgs[i] = runTool(ctx, tel, tools, call) })
 	}
 	wg.Wait()
 	return msgs
 }
 
-// runTool runs one call and returns its tool message.
-func runTool(ctx context.Context, tools ToolSet, call llm.ToolCall) llm.Message {
+// runTool runs one call in its execute_tool span and returns its tool
+// message.
+func runTool(ctx context.Context, tel *telemetry.Telemetry, tools ToolSet, call llm.ToolCall) llm.Message {
+	ctx, sp := tel.StartTool(ctx, call.Name, call.ID)
+	sp.Arguments(call.Arguments)
+	msg := runToolCall(ctx, tools, call)
+	if msg.IsError {
+		sp.End("failed", "tool_error", msg.Content)
+	} else {
+		sp.End("succeeded", "", msg.Content)
+	}
+	return msg
+}
+
+// runToolCall runs one call and returns its tool message.
+func runToolCall(ctx context.Context, tools ToolSet, call llm.ToolCall) llm.Message {
 	msg := llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, ToolName: call.Name}
 	t, ok := tools[call.Name]
 	if !ok {

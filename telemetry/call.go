@@ -379,3 +379,63 @@ func orNull(s string) string {
 
 // itoa is strconv.Itoa, kept for attribute values.
 var itoa = strconv.Itoa
+
+// Tool-span attribute keys beyond the conventions'.
+const (
+	AttrToolEffect     = attribute.Key("chorus.tool.effect")
+	AttrToolAttempt    = attribute.Key("chorus.tool.attempt")
+	AttrToolOutcome    = attribute.Key("chorus.tool.outcome")
+	AttrIdempotencyKey = attribute.Key("chorus.tool.idempotency_key")
+	attrToolArgs       = attribute.Key("gen_ai.tool.call.arguments")
+	attrToolResult     = attribute.Key("gen_ai.tool.call.result")
+)
+
+// ToolSpan is one execute_tool span.
+type ToolSpan struct {
+	t    *Telemetry
+	ctx  context.Context
+	span trace.Span
+	name string
+}
+
+// StartTool starts the span `execute_tool {name}` (INTERNAL) of one tool
+// call; kv adds Chorus's own attributes (effect class, attempt,
+// idempotency key).
+func (t *Telemetry) StartTool(ctx context.Context, name, callID string, kv ...attribute.KeyValue) (context.Context, *ToolSpan) {
+	t = t.OrGlobal()
+	ctx, span := t.tracer.Start(ctx, "execute_tool "+name, trace.WithSpanKind(trace.SpanKindInternal))
+	if span.IsRecording() {
+		span.SetAttributes(semconv.GenAIOperationNameExecuteTool, semconv.GenAIToolName(name), semconv.GenAIToolType("function"))
+		if callID != "" {
+			span.SetAttributes(semconv.GenAIToolCallID(callID))
+		}
+		span.SetAttributes(kv...)
+	}
+	return ctx, &ToolSpan{t: t, ctx: ctx, span: span, name: name}
+}
+
+// Arguments records the call's arguments, when content is recorded.
+func (s *ToolSpan) Arguments(args string) {
+	if s.t.content && s.span.IsRecording() {
+		s.span.SetAttributes(attrToolArgs.String(args))
+	}
+}
+
+// End ends the span with the call's outcome (succeeded, failed, rejected,
+// outcome_unknown), its error class when it failed, and its result when
+// content is recorded.
+func (s *ToolSpan) End(outcome, errType, result string) {
+	defer s.span.End()
+	s.t.ToolCall(s.ctx, s.name, outcome)
+	if !s.span.IsRecording() {
+		return
+	}
+	s.span.SetAttributes(AttrToolOutcome.String(outcome))
+	if errType != "" {
+		s.span.SetAttributes(semconv.ErrorTypeKey.String(errType))
+		s.span.SetStatus(codes.Error, errType)
+	}
+	if s.t.content && result != "" {
+		s.span.SetAttributes(attrToolResult.String(result))
+	}
+}
