@@ -3,6 +3,7 @@ package providers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -150,6 +151,11 @@ func (c *Client) chatAttempt(ctx context.Context, codec wire.Codec, wreq *wire.R
 	}
 	res, err := codec.ParseChat(body)
 	if err != nil {
+		if cutShort(body) {
+			// Nothing reached the caller: like a reset before the first
+			// event, an attempt the ladder may repeat (errors.go).
+			err = &llm.DecodeError{Provider: c.cfg.ID, Err: fmt.Errorf("%w: %w", errCutShort, err)}
+		}
 		return nil, resp.StatusCode, c.stampError(err, resp)
 	}
 	res.Meta = responseMeta(c.cfg.ID, resp, attempt, time.Now())

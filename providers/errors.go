@@ -1,7 +1,9 @@
 package providers
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -109,4 +111,24 @@ func (c *Client) readError(ctx context.Context, err error) error {
 		return &llm.DecodeError{Provider: c.cfg.ID, Err: err}
 	}
 	return &llm.TransportError{Provider: c.cfg.ID, Err: errors.New(c.redact(err.Error()))}
+}
+
+// errCutShort marks a 200 body that ended in the middle of its JSON: the
+// answer was cut in transit, not malformed by the provider, so the attempt
+// is retried within the retry policy and the whole-call budget, and the
+// decode error is reported only when the retries are spent.
+var errCutShort = errors.New("the answer's JSON was cut short")
+
+// cutShort reports whether body is JSON that ends before its value does
+// (or no body at all): a cut, not a malformed answer.
+func cutShort(body []byte) bool {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return true
+	}
+	if json.Valid(body) {
+		return false
+	}
+	var se *json.SyntaxError
+	err := json.Unmarshal(body, new(json.RawMessage))
+	return errors.As(err, &se) && se.Offset >= int64(len(bytes.TrimRight(body, " \t\r\n"))) && strings.Contains(se.Error(), "unexpected end")
 }

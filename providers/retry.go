@@ -139,7 +139,7 @@ func retryable(err error) bool {
 	if errors.As(err, &te) {
 		return true
 	}
-	return errors.Is(err, llm.ErrIdleTimeout) || errors.Is(err, llm.ErrPrematureClose)
+	return errors.Is(err, llm.ErrIdleTimeout) || errors.Is(err, llm.ErrPrematureClose) || errors.Is(err, errCutShort)
 }
 
 // retryHint is the provider's requested wait carried by err, if any.
