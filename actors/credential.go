@@ -54,6 +54,10 @@ type RequestFinished struct {
 	// RateLimited: the provider answered 429 or 529.
 	RateLimited bool
 	RetryAfter  time.Duration
+	// QuotaWindow: the 429 named the quota window that refused (Gemini's
+	// QuotaFailure), so a provider without limit headers has its limit
+	// learned from it; a bare 429 only cools the credential down.
+	QuotaWindow bool
 	Failed      bool
 }
 
@@ -193,7 +197,7 @@ func (c *CredentialState) Finish(o Owner, m RequestFinished) {
 	if m.RateLimited {
 		c.rateLimited++
 	}
-	c.pacer.release(m.Seq, m.RateLimit, m.RateLimited, m.RetryAfter, time.Now())
+	c.pacer.release(m.Seq, m.RateLimit, m.RateLimited, m.RetryAfter, m.QuotaWindow, time.Now())
 	c.drain(o)
 }
 

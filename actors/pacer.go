@@ -385,7 +385,7 @@ func (p *pacer) grant(cost int) uint64 {
 }
 
 // release ends grant seq and applies its report.
-func (p *pacer) release(seq uint64, rl llm.RateLimit, rateLimited bool, retryAfter time.Duration, now time.Time) {
+func (p *pacer) release(seq uint64, rl llm.RateLimit, rateLimited bool, retryAfter time.Duration, quotaWindow bool, now time.Time) {
 	g, ok := p.grants[seq]
 	if !ok {
 		return
@@ -418,7 +418,7 @@ func (p *pacer) release(seq uint64, rl llm.RateLimit, rateLimited bool, retryAft
 			p.toks.learn(g.cum, rl.LimitTokens, rl.RemainingTokens, rl.ResetTokens, unseenToks, p.cum, now)
 		}
 	}
-	if rateLimited && retryAfter > 0 && p.headerless() {
+	if rateLimited && quotaWindow && retryAfter > 0 && p.headerless() {
 		p.refuse(g.at, now, retryAfter)
 	}
 	if rateLimited {

@@ -19,7 +19,7 @@ func TestPacerProbesUntilFirstResponse(t *testing.T) {
 	if b, _ := p.blocked(1, now); !b {
 		t.Fatal("cold credential admitted past its probe concurrency")
 	}
-	p.release(1, llm.RateLimit{}, false, 0, now) // a response with no limit headers
+	p.release(1, llm.RateLimit{}, false, 0, false, now) // a response with no limit headers
 	for i := 0; i < 100; i++ {
 		if b, _ := p.blocked(1, now); b {
 			t.Fatal("a credential whose provider reports no limits stays throttled")
@@ -35,7 +35,7 @@ func TestPacerLearnsAndRefills(t *testing.T) {
 	s2 := p.grant(10)
 	// The first response says 5 requests remain of 10 in a 1s window; the
 	// second grant is not in that count yet.
-	p.release(s1, llm.RateLimit{HasRequests: true, LimitRequests: 10, RemainingRequests: 5, ResetRequests: time.Second}, false, 0, now)
+	p.release(s1, llm.RateLimit{HasRequests: true, LimitRequests: 10, RemainingRequests: 5, ResetRequests: time.Second}, false, 0, false, now)
 	if p.reqs.remaining != 4 {
 		t.Fatalf("remaining = %d, want 5 reported - 1 pending", p.reqs.remaining)
 	}
@@ -51,15 +51,15 @@ func TestPacerLearnsAndRefills(t *testing.T) {
 	}
 	// s2's report is newer than s1's (granted later): it counts the four
 	// grants made after it as pending.
-	p.release(s2, llm.RateLimit{HasRequests: true, LimitRequests: 10, RemainingRequests: 4, ResetRequests: time.Second}, false, 0, now)
+	p.release(s2, llm.RateLimit{HasRequests: true, LimitRequests: 10, RemainingRequests: 4, ResetRequests: time.Second}, false, 0, false, now)
 	if p.reqs.remaining != 0 {
 		t.Fatalf("remaining %d, want 4 reported - 4 pending", p.reqs.remaining)
 	}
 	// An older report arriving late must not overwrite a newer one.
 	s3 := p.grant(10)
 	s4 := p.grant(10)
-	p.release(s4, llm.RateLimit{HasRequests: true, LimitRequests: 10, RemainingRequests: 0, ResetRequests: time.Second}, false, 0, now)
-	p.release(s3, llm.RateLimit{HasRequests: true, LimitRequests: 10, RemainingRequests: 9, ResetRequests: time.Second}, false, 0, now)
+	p.release(s4, llm.RateLimit{HasRequests: true, LimitRequests: 10, RemainingRequests: 0, ResetRequests: time.Second}, false, 0, false, now)
+	p.release(s3, llm.RateLimit{HasRequests: true, LimitRequests: 10, RemainingRequests: 9, ResetRequests: time.Second}, false, 0, false, now)
 	if p.reqs.remaining != 0 {
 		t.Fatalf("stale report applied: remaining %d", p.reqs.remaining)
 	}
@@ -93,7 +93,7 @@ func TestPacerCooldown(t *testing.T) {
 	now := time.Now()
 	p := newPacer(Limits{}, now)
 	s := p.grant(1)
-	p.release(s, llm.RateLimit{}, true, 2*time.Second, now)
+	p.release(s, llm.RateLimit{}, true, 2*time.Second, false, now)
 	b, at := p.blocked(1, now.Add(time.Second))
 	if !b || !at.Equal(now.Add(2*time.Second)) {
 		t.Fatalf("cooldown: blocked=%v at=%v", b, at.Sub(now))
@@ -143,7 +143,7 @@ func TestCredentialSeed(t *testing.T) {
 	if b, _ := p.blocked(1, later); !b {
 		t.Fatal("a seeded credential sent a second request before a response of its own")
 	}
-	p.release(s1, llm.RateLimit{HasRequests: true, LimitRequests: 10, RemainingRequests: 8, ResetRequests: 5 * time.Second}, false, 0, later)
+	p.release(s1, llm.RateLimit{HasRequests: true, LimitRequests: 10, RemainingRequests: 8, ResetRequests: 5 * time.Second}, false, 0, false, later)
 	for i := range 8 {
 		if b, _ := p.blocked(1, later); b {
 			t.Fatalf("grant %d blocked with 8 remaining after its own response", i)
@@ -162,7 +162,7 @@ func TestCredentialSeed(t *testing.T) {
 
 	seen := NewCredentialState("p", 0, Limits{}, 8)
 	s := seen.pacer.grant(1)
-	seen.pacer.release(s, llm.RateLimit{HasRequests: true, LimitRequests: 100, RemainingRequests: 99, ResetRequests: time.Second}, false, 0, now)
+	seen.pacer.release(s, llm.RateLimit{HasRequests: true, LimitRequests: 100, RemainingRequests: 99, ResetRequests: time.Second}, false, 0, false, now)
 	seen.Seed(llm.RateLimit{HasRequests: true, LimitRequests: 10, RemainingRequests: 0, ResetRequests: time.Second}, now)
 	if seen.pacer.reqs.limit != 100 {
 		t.Fatalf("a seed overrode the credential's own headers: limit %d", seen.pacer.reqs.limit)
@@ -182,7 +182,7 @@ func TestPacerReadsATokenBucket(t *testing.T) {
 	for n := 1; n <= 5; n++ {
 		at = now.Add(time.Duration(n) * time.Millisecond)
 		s := p.grant(1)
-		p.release(s, llm.RateLimit{HasRequests: true, LimitRequests: 40, RemainingRequests: 40 - n, ResetRequests: time.Duration(n) * 50 * time.Millisecond}, false, 0, at)
+		p.release(s, llm.RateLimit{HasRequests: true, LimitRequests: 40, RemainingRequests: 40 - n, ResetRequests: time.Duration(n) * 50 * time.Millisecond}, false, 0, false, at)
 	}
 	if p.reqs.rate <= 0 || p.reqs.rate > 20 {
 		t.Fatalf("rate %v, want a bucket read at no more than 20/s", p.reqs.rate)
@@ -213,7 +213,7 @@ func TestPacerFixedWindowStaysAWindow(t *testing.T) {
 	for n := 1; n <= 10; n++ {
 		at := now.Add(time.Duration(n) * 10 * time.Millisecond)
 		s := p.grant(1)
-		p.release(s, llm.RateLimit{HasRequests: true, LimitRequests: 10, RemainingRequests: 10 - n, ResetRequests: end.Sub(at)}, false, 0, at)
+		p.release(s, llm.RateLimit{HasRequests: true, LimitRequests: 10, RemainingRequests: 10 - n, ResetRequests: end.Sub(at)}, false, 0, false, at)
 	}
 	if p.reqs.rate != 0 || p.reqs.fixed < bucketScore {
 		t.Fatalf("rate %v fixed %d: a fixed window read as a bucket", p.reqs.rate, p.reqs.fixed)
@@ -237,8 +237,8 @@ func TestPacerNewestStateWins(t *testing.T) {
 	s2 := p.grant(1)
 	// s2 reached the provider first (15 left, full in 125ms); s1 after it
 	// (0 left, full in 500ms). s1's report arrives last.
-	p.release(s2, llm.RateLimit{HasRequests: true, LimitRequests: 20, RemainingRequests: 15, ResetRequests: 125 * time.Millisecond}, false, 0, now)
-	p.release(s1, llm.RateLimit{HasRequests: true, LimitRequests: 20, RemainingRequests: 0, ResetRequests: 500 * time.Millisecond}, false, 0, now)
+	p.release(s2, llm.RateLimit{HasRequests: true, LimitRequests: 20, RemainingRequests: 15, ResetRequests: 125 * time.Millisecond}, false, 0, false, now)
+	p.release(s1, llm.RateLimit{HasRequests: true, LimitRequests: 20, RemainingRequests: 0, ResetRequests: 500 * time.Millisecond}, false, 0, false, now)
 	if b, _ := p.blocked(1, now.Add(200*time.Millisecond)); !b {
 		t.Fatalf("refilled at the older state's reset: remaining %d", p.reqs.remaining)
 	}
@@ -261,13 +261,13 @@ func TestPacerInfersAHeaderlessLimit(t *testing.T) {
 	}
 	// Three of the burst are refused; the window ends 400ms from now.
 	for i, s := range seqs[5:] {
-		p.release(s, llm.RateLimit{}, true, 400*time.Millisecond-time.Duration(i)*time.Millisecond, now.Add(time.Duration(i)*time.Millisecond))
+		p.release(s, llm.RateLimit{}, true, 400*time.Millisecond-time.Duration(i)*time.Millisecond, true, now.Add(time.Duration(i)*time.Millisecond))
 	}
 	if !p.inf.on || p.reqs.limit != 5 {
 		t.Fatalf("inferred %v limit %d, want 5 (what the window accepted)", p.inf.on, p.reqs.limit)
 	}
 	for _, s := range seqs[:5] {
-		p.release(s, llm.RateLimit{}, false, 0, now.Add(10*time.Millisecond))
+		p.release(s, llm.RateLimit{}, false, 0, false, now.Add(10*time.Millisecond))
 	}
 	if b, _ := p.blocked(1, now.Add(300*time.Millisecond)); !b {
 		t.Fatal("admitted inside the refused window")

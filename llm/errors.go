@@ -76,6 +76,11 @@ type RateLimitError struct {
 	// QuotaExhausted means billing or quota, not pacing: waiting will not help.
 	QuotaExhausted bool
 	Attempts       int
+	// QuotaID names the provider's quota that refused, when the answer
+	// names one (Gemini's QuotaFailure quotaId, such as
+	// "GenerateRequestsPerMinutePerProjectPerModel"): a refusal by a quota
+	// window, which a pacer may learn the window's limit from.
+	QuotaID string
 }
 
 func (e *RateLimitError) Error() string {

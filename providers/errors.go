@@ -62,7 +62,11 @@ func (c *Client) statusError(resp *http.Response, body []byte) error {
 		if quota {
 			api.Retryable = false
 		}
-		return &llm.RateLimitError{APIError: api, QuotaExhausted: quota}
+		rl := &llm.RateLimitError{APIError: api, QuotaExhausted: quota}
+		if c.cfg.Format == FormatGemini {
+			rl.QuotaID = gemini.QuotaID(body)
+		}
+		return rl
 	}
 	return &api
 }

@@ -82,6 +82,30 @@ func (Codec) ParseError(_ int, body []byte) wire.ErrorInfo {
 	return wire.ErrorInfo{Type: e.status, Code: e.status, Message: e.message, Quota: quotaVerdict(body)}
 }
 
+// QuotaID returns the quota id of a Google error body's QuotaFailure detail
+// (its first violation's), "" when it has none.
+func QuotaID(body []byte) string {
+	errObj := errorObject(body)
+	if errObj == nil {
+		return ""
+	}
+	details := jsonscan.NewArray(jsonscan.Get(errObj, "details"))
+	for details.Next() {
+		d := details.Value()
+		t, _ := jsonscan.RawString(jsonscan.Get(d, "@type"))
+		if !strings.HasSuffix(string(t), "google.rpc.QuotaFailure") {
+			continue
+		}
+		vs := jsonscan.NewArray(jsonscan.Get(d, "violations"))
+		for vs.Next() {
+			if id, err := jsonscan.String(jsonscan.Get(vs.Value(), "quotaId")); err == nil && id != "" {
+				return id
+			}
+		}
+	}
+	return ""
+}
+
 // quotaVerdict reads what a RESOURCE_EXHAUSTED means from its details, not
 // from its message (Gemini's per-minute 429 also says "You exceeded your
 // current quota"): a RetryInfo, or a QuotaFailure whose quota ids are
