@@ -4,9 +4,9 @@ TEST_TIMEOUT ?= 900s
 FUZZTIME     ?= 10m
 PKGS         ?= ./...
 
-.PHONY: test vet race race-cluster conformance bench bench-check gobench fuzz lint e2e proto proto-check mcp-servers
+.PHONY: test vet race race-cluster conformance bench bench-check gobench fuzz lint e2e proto proto-check mcp-servers sdk-clients
 
-test: mcp-servers vet race race-cluster conformance
+test: mcp-servers sdk-clients vet race race-cluster conformance
 
 # The MCP reference servers that mcptools' tests start, pinned exactly by
 # mcptools/testdata/npm (package.json and its package-lock.json) and
@@ -21,6 +21,22 @@ mcp-servers:
 		cp $(MCP_NPM_PINS)/package.json $(MCP_NPM_PINS)/package-lock.json $(MCP_NPM_DIR)/ && \
 		npm ci --prefix $(MCP_NPM_DIR) --no-audit --no-fund --loglevel=error; \
 	fi
+
+# The official SDKs that gateway's tests drive under Node (TestOpenAINodeSDK
+# and the other *NodeSDK tests), pinned exactly by gateway/testdata/npm
+# (package.json and its package-lock.json) and installed with npm ci into
+# .cache/npm-sdk (gitignored). Under make, those tests fail instead of
+# skipping when the SDKs are missing.
+SDK_NPM_PINS = gateway/testdata/npm
+SDK_NPM_DIR  = .cache/npm-sdk
+sdk-clients:
+	@if ! cmp -s $(SDK_NPM_PINS)/package-lock.json $(SDK_NPM_DIR)/package-lock.json || [ ! -d $(SDK_NPM_DIR)/node_modules/openai ]; then \
+		command -v npm >/dev/null 2>&1 || { echo "sdk-clients: npm is needed (Node.js)"; exit 1; }; \
+		rm -rf $(SDK_NPM_DIR) && mkdir -p $(SDK_NPM_DIR) && \
+		cp $(SDK_NPM_PINS)/package.json $(SDK_NPM_PINS)/package-lock.json $(SDK_NPM_DIR)/ && \
+		npm ci --prefix $(SDK_NPM_DIR) --no-audit --no-fund --loglevel=error; \
+	fi
+export CHORUS_REQUIRE_SDK = 1
 
 vet:
 	$(GO) vet $(PKGS)

@@ -38,7 +38,7 @@ func newFixture(t *testing.T, opts gateway.Options, rtOpts ...runtime.Option) *f
 	base := []runtime.Option{
 		runtime.WithProvider(providers.Config{ID: "openai", Format: providers.FormatOpenAI, BaseURL: up.OpenAIBaseURL(), APIKey: providerKey}),
 		runtime.WithProvider(providers.Config{ID: "anthropic", Format: providers.FormatAnthropic, BaseURL: up.AnthropicBaseURL(), APIKey: providerKey}),
-		runtime.WithClientOptions(providers.WithRetryPolicy(fast), providers.WithTimeout(20*time.Second), providers.WithIdleTimeout(10*time.Second)),
+		runtime.WithClientOptions(providers.WithRetryPolicy(fast), providers.WithTimeout(3*time.Minute), providers.WithIdleTimeout(2*time.Minute)),
 		runtime.WithAlias("fast", "openai/gpt-4.1-mini", "anthropic/claude-haiku-4-5"),
 	}
 	rt, err := runtime.New(append(base, rtOpts...)...)

@@ -351,7 +351,7 @@ func TestGatewayKeyRateLimit(t *testing.T) {
 // provider's connection is closed while it is still answering.
 func TestOpenAIClientDisconnectCancelsUpstream(t *testing.T) {
 	f := newFixture(t, gateway.Options{})
-	f.up.Push(llmtest.Fail(llmtest.Fault{Kind: llmtest.FaultStall, After: 1, Stall: time.Minute, Reply: &llmtest.Reply{Deltas: []string{"first", "never"}}}))
+	f.up.Push(llmtest.Fail(llmtest.Fault{Kind: llmtest.FaultStall, After: 1, Stall: 5 * time.Minute, Reply: &llmtest.Reply{Deltas: []string{"first", "never"}}}))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "POST", f.url+"/v1/chat/completions",

@@ -1,0 +1,142 @@
+package gateway_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/chorusrt/chorus/gateway"
+	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/llmtest"
+)
+
+// sdkDir is where make sdk-clients installs the pinned npm SDKs
+// (testdata/npm) for these tests.
+func sdkDir(t *testing.T) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	dir := filepath.Join(filepath.Dir(file), "..", ".cache", "npm-sdk")
+	_, err := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json"))
+	_, nodeErr := exec.LookPath("node")
+	if err != nil || nodeErr != nil {
+		if os.Getenv("CHORUS_REQUIRE_SDK") != "" {
+			t.Fatalf("the official SDKs are not installed (run make sdk-clients): %v %v", err, nodeErr)
+		}
+		t.Skip("the official SDKs are not installed: run make sdk-clients (make test does)")
+	}
+	return dir
+}
+
+// runNode runs one SDK script and returns its output lines by case. The
+// process is killed when the test's budget ends, and waited for: no node
+// process outlives the test.
+func runNode(t *testing.T, script string, args ...string) map[string]map[string]any {
+	t.Helper()
+	dir := sdkDir(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", append([]string{filepath.Join("testdata", "sdk", script)}, args...)...)
+	cmd.Env = append(os.Environ(), "SDK_DIR="+dir)
+	cmd.WaitDelay = 5 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	out := map[string]map[string]any{}
+	sc := bufio.NewScanner(&stdout)
+	for sc.Scan() {
+		var m map[string]any
+		if json.Unmarshal(sc.Bytes(), &m) == nil {
+			out[m["case"].(string)] = m
+		}
+	}
+	if err != nil {
+		t.Fatalf("node %s: %v\nstdout:\n%s\nstderr:\n%s", script, err, stdout.String(), stderr.String())
+	}
+	return out
+}
+
+func sdkKeys() gateway.Options {
+	return gateway.Options{Keys: []gateway.Key{
+		{Name: "sdk", SHA256: gateway.HashKey("gk-sdk-good")},
+		{Name: "sdk-limited", SHA256: gateway.HashKey("gk-sdk-limited"), RPM: 1},
+	}}
+}
+
+func expect(t *testing.T, out map[string]map[string]any, name string, want map[string]any) {
+	t.Helper()
+	got, ok := out[name]
+	if !ok {
+		t.Errorf("%s: no output", name)
+		return
+	}
+	for k, v := range want {
+		if g, _ := json.Marshal(got[k]); string(g) != mustJSON(v) {
+			t.Errorf("%s: %s = %s, want %s (whole line: %v)", name, k, g, mustJSON(v), got)
+		}
+	}
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// TestOpenAINodeSDK drives the gateway with the official openai npm
+// package: buffered and streamed chat, tools, a mid-stream failure,
+// cancellation, embeddings, the model list, an auth error and a 429.
+func TestOpenAINodeSDK(t *testing.T) {
+	f := newFixture(t, sdkKeys())
+	call := llm.ToolCall{ID: "call_w", Name: "get_weather", Arguments: `{"city":"Paris"}`}
+	f.up.Push(
+		llmtest.Text("hello from the gateway"),
+		llmtest.Respond(llmtest.Reply{Deltas: []string{"one ", "two"}, Usage: &llm.Usage{PromptTokens: 4, CompletionTokens: 2}}),
+		llmtest.ToolCalls(call),
+		llmtest.Fail(llmtest.Fault{Kind: llmtest.FaultResetMidStream, After: 2, Reply: &llmtest.Reply{Deltas: []string{"a", "b", "c", "d"}}}),
+		llmtest.Fail(llmtest.Fault{Kind: llmtest.FaultStall, After: 1, Stall: 5 * time.Minute, Reply: &llmtest.Reply{Deltas: []string{"first", "never"}}}),
+	)
+	out := runNode(t, "openai.cjs", f.url, "gk-sdk-good", "gk-sdk-limited")
+	expect(t, out, "buffered", map[string]any{"text": "hello from the gateway", "finish": "stop"})
+	expect(t, out, "stream", map[string]any{"text": "one two", "finish": "stop", "total": 6})
+	expect(t, out, "tools", map[string]any{"id": "call_w", "name": "get_weather", "args": `{"city":"Paris"}`, "finish": "tool_calls"})
+	expect(t, out, "midstream", map[string]any{"text": "ab", "error": "APIError"})
+	// openai-node ends an aborted stream's loop quietly or with
+	// APIUserAbortError, by version; either way the upstream call must end.
+	if c := out["cancel"]; c["text"] != "first" || (c["error"] != nil && c["error"] != "APIUserAbortError") {
+		t.Errorf("cancel: %v", c)
+	}
+	vb := llmtest.EmbeddingFor("b", 8)
+	expect(t, out, "embeddings", map[string]any{"n": 2, "first": []float64{float64(vb[0]), float64(vb[1])}})
+	expect(t, out, "auth", map[string]any{"error": "AuthenticationError", "status": 401})
+	expect(t, out, "ratelimit", map[string]any{"error": "RateLimitError", "status": 429, "remaining": "0", "retryAfter": "60"})
+	if ids, _ := out["models"]["ids"].([]any); len(ids) < 2 || ids[0] != "fast" {
+		t.Errorf("models: %v", out["models"])
+	}
+	waitNoneInFlight(t, f)
+}
+
+// waitNoneInFlight waits until no runtime call is in flight: a stalled
+// upstream answer (a minute long) whose client went away must be cancelled.
+func waitNoneInFlight(t *testing.T, f *fixture) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		busy := 0
+		for _, s := range f.rt.Stats() {
+			busy += s.InFlight
+		}
+		if busy == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d upstream call(s) outlived their cancelled clients", busy)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
