@@ -368,6 +368,7 @@ func finished(seq uint64, o outcome) actors.RequestFinished {
 	if errors.As(o.err, &rl) {
 		f.RateLimited = !rl.QuotaExhausted
 		f.RetryAfter = rl.RetryAfter
+		f.QuotaWindow = rl.QuotaID != ""
 		f.Status = rl.Status
 	}
 	return f
