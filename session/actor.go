@@ -92,6 +92,7 @@ type sessionActor struct {
 	compactStop  context.CancelFunc
 	skipCompact  int // turn for which a failed compaction is not retried
 	tools        map[string]*flight
+	trace        *sessionTrace // telemetry.go
 	retrying     map[string]bool
 	timers       map[string]*time.Timer
 	lastActive   time.Time // when the last message other than msgIdle came
@@ -116,10 +117,13 @@ func (a *sessionActor) Receive(c actor.Context) {
 	case *actor.Restarting:
 		// A panic restarts the actor, which recovers from the journal;
 		// callers waiting here ask the new incarnation.
+		a.trace.end()
+		a.trace = nil
 		a.stopFlights(true)
 		a.dismiss(errRestarted, errRestarted)
 		return
 	case *actor.Stopping:
+		a.trace.end()
 		a.stopFlights(a.broken != nil)
 		a.dismiss(ErrClosed, nil)
 		return

@@ -219,5 +219,6 @@ func (l *eventLog) subscribe(session string, after uint64, out chan<- Event, sto
 
 func (a *sessionActor) publish(ev Event) {
 	ev.Session = a.id
+	a.observe(ev) // telemetry.go
 	a.ev.publish(ev)
 }

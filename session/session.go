@@ -16,6 +16,7 @@ import (
 	"github.com/chorusrt/chorus/internal/actorkit"
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/store"
+	"github.com/chorusrt/chorus/telemetry"
 )
 
 func init() {
@@ -119,12 +120,17 @@ type Options struct {
 	// Logger receives the Manager's log lines, protoactor's included
 	// (default: discarded).
 	Logger *slog.Logger
+	// Telemetry, when set, is where each turn's invoke_agent span, its
+	// tool calls' execute_tool spans and the approvals metric go (see
+	// telemetry.go); nil: the global OpenTelemetry providers.
+	Telemetry *telemetry.Telemetry
 }
 
 // Manager runs sessions: one actor per session, the single writer of its
 // journal. It is safe for concurrent use.
 type Manager struct {
 	opt     Options
+	tel     *telemetry.Telemetry
 	tools   map[string]*Tool
 	defs    []llm.Tool
 	log     *slog.Logger
@@ -221,7 +227,7 @@ func newManager(opt Options, kit *actorkit.System) (*Manager, error) {
 		}
 		opt.Compaction = &cp
 	}
-	m := &Manager{opt: opt, tools: map[string]*Tool{}, actors: map[string]*entry{}, logs: map[string]*eventLog{},
+	m := &Manager{opt: opt, tel: opt.Telemetry.OrGlobal(), tools: map[string]*Tool{}, actors: map[string]*entry{}, logs: map[string]*eventLog{},
 		seqs: map[string]uint64{}, parked: map[string]*time.Timer{}, leaving: map[*entry]string{}}
 	for i := range opt.Tools {
 		t := &opt.Tools[i]

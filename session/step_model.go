@@ -41,7 +41,7 @@ func (a *sessionActor) runModel(t *turnState) bool {
 	a.publish(Event{Type: EventStepStarted, Turn: t.Turn, Step: step, Attempt: attempt, StepKind: StepRunModel})
 	a.m.hookAt("STEP RunModel " + a.id)
 	req := &llm.ChatRequest{Model: o.ModelName, Messages: a.modelMessages(), Tools: a.m.defs}
-	ctx, cancel := context.WithTimeout(a.m.base, o.ModelTimeout)
+	ctx, cancel := context.WithTimeout(a.trace.ctx(a.m.base), o.ModelTimeout)
 	a.model = &flight{attempt: attempt, step: step, cancel: cancel}
 	self, sys, turn := a.self, a.m.sys, t.Turn
 	a.m.work.Add(1)

@@ -35,7 +35,7 @@ func (a *sessionActor) startAttempt(t *turnState, c *callState) bool {
 	if len(call.Arguments) == 0 {
 		call.Arguments = json.RawMessage("{}")
 	}
-	ctx, cancel := context.WithTimeout(a.m.base, r.timeout)
+	ctx, cancel := context.WithTimeout(a.trace.toolCtx(a.m.base, c.ID), r.timeout)
 	a.tools[c.ID] = &flight{attempt: attempt, step: c.Step, cancel: cancel}
 	self, sys, turn := a.self, a.m.sys, t.Turn
 	a.m.work.Add(1)

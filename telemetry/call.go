@@ -439,3 +439,6 @@ func (s *ToolSpan) End(outcome, errType, result string) {
 		s.span.SetAttributes(attrToolResult.String(result))
 	}
 }
+
+// Span returns the tool call's span.
+func (s *ToolSpan) Span() trace.Span { return s.span }

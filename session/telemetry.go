@@ -1,0 +1,179 @@
+package session
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/chorusrt/chorus/telemetry"
+)
+
+// Attribute keys and event names of a session's spans.
+const (
+	AttrTurn          = attribute.Key("chorus.session.turn")
+	AttrTurnStatus    = attribute.Key("chorus.session.turn.status")
+	AttrApprovalWait  = attribute.Key("chorus.approval.wait")
+	AttrApproved      = attribute.Key("chorus.approval.approved")
+	AttrInterrupt     = attribute.Key("chorus.approval.interrupt")
+	EventApprovalExp  = "chorus.approval.expired"
+	approvalDeadlineW = "the approval deadline passed" // onExpire's reason
+)
+
+// sessionTrace is one session actor's telemetry, fed by its published
+// events on the actor's goroutine: the running turn's invoke_agent span
+// (INTERNAL, gen_ai.conversation.id = the session id), an execute_tool
+// span per tool attempt under it, approvals as events on the turn span
+// with their wait. Model steps run under the turn span, so the runtime's
+// inference spans are its children. Spans live in memory: a turn that
+// outlives its actor (a crash, a passivation while it waits for an
+// approval) is not exported; its next actor starts a new span when the
+// turn resumes.
+type sessionTrace struct {
+	tel       *telemetry.Telemetry
+	id        string
+	model     string
+	turn      trace.Span
+	turnCtx   context.Context
+	tools     map[string]*telemetry.ToolSpan
+	approvals map[string]time.Time
+}
+
+// observe hands a published event to the actor's telemetry.
+func (a *sessionActor) observe(ev Event) {
+	if a.trace == nil {
+		a.trace = &sessionTrace{tel: a.m.tel, id: a.id, model: a.m.opt.ModelName, tools: map[string]*telemetry.ToolSpan{}, approvals: map[string]time.Time{}}
+	}
+	a.trace.observe(ev)
+}
+
+// ctx returns parent carrying the running turn's span, if any.
+func (s *sessionTrace) ctx(parent context.Context) context.Context {
+	if s == nil || s.turn == nil {
+		return parent
+	}
+	return trace.ContextWithSpan(parent, s.turn)
+}
+
+// toolCtx returns parent carrying call's execute_tool span, if any.
+func (s *sessionTrace) toolCtx(parent context.Context, call string) context.Context {
+	if s == nil {
+		return parent
+	}
+	if ts := s.tools[call]; ts != nil {
+		return trace.ContextWithSpan(parent, ts.Span())
+	}
+	return s.ctx(parent)
+}
+
+// observe turns one published event into span work.
+func (s *sessionTrace) observe(ev Event) {
+	switch ev.Type {
+	case EventTurnStarted, EventStepStarted, EventToolCallStarted:
+		if s.turn == nil {
+			s.startTurn(ev.Turn)
+		}
+	}
+	switch ev.Type {
+	case EventToolCallStarted:
+		if ts := s.tools[ev.CallID]; ts != nil {
+			ts.End("retried", "attempt_failed", "")
+		}
+		kv := []attribute.KeyValue{telemetry.AttrToolEffect.String(string(ev.Effect)), telemetry.AttrToolAttempt.Int(ev.Attempt), AttrTurn.Int(ev.Turn)}
+		if ev.Effect == EffectIdempotentWrite {
+			kv = append(kv, telemetry.AttrIdempotencyKey.String(idempotencyKey(s.id, ev.Turn, ev.CallID)))
+		}
+		_, ts := s.tel.StartTool(s.turnCtx, ev.ToolName, ev.CallID, kv...)
+		s.tools[ev.CallID] = ts
+	case EventToolCallFinished:
+		ts := s.tools[ev.CallID]
+		if ts == nil {
+			if ev.ToolStatus != StatusRejected || s.turn == nil {
+				return
+			}
+			_, ts = s.tel.StartTool(s.turnCtx, ev.ToolName, ev.CallID, telemetry.AttrToolEffect.String(string(ev.Effect)), AttrTurn.Int(ev.Turn))
+		}
+		delete(s.tools, ev.CallID)
+		et := ""
+		if ev.ToolStatus != StatusSucceeded {
+			et = string(ev.ToolStatus)
+		}
+		ts.End(string(ev.ToolStatus), et, "")
+	case EventApprovalRequested:
+		if s.turn == nil {
+			s.startTurn(ev.Turn)
+		}
+		s.approvals[ev.CallID] = time.Now()
+		s.tel.ApprovalsPending(context.Background(), 1)
+		s.turn.AddEvent(telemetry.EventApprovalAsked, trace.WithAttributes(semconv.GenAIToolCallID(ev.CallID), semconv.GenAIToolName(ev.ToolName),
+			telemetry.AttrToolEffect.String(string(ev.Effect)), AttrInterrupt.String(ev.Interrupt)))
+	case EventApprovalResolved:
+		if s.turn == nil {
+			s.startTurn(ev.Turn)
+		}
+		kv := []attribute.KeyValue{semconv.GenAIToolCallID(ev.CallID), semconv.GenAIToolName(ev.ToolName), AttrApproved.Bool(ev.Approved), AttrInterrupt.String(ev.Interrupt)}
+		if at, ok := s.approvals[ev.CallID]; ok {
+			kv = append(kv, AttrApprovalWait.Float64(time.Since(at).Seconds()))
+			delete(s.approvals, ev.CallID)
+			s.tel.ApprovalsPending(context.Background(), -1)
+		}
+		name := telemetry.EventApprovalDone
+		if !ev.Approved && ev.Reason == approvalDeadlineW {
+			name = EventApprovalExp
+		}
+		s.turn.AddEvent(name, trace.WithAttributes(kv...))
+	case EventTurnFinished:
+		s.endTurn(ev.TurnStatus)
+	}
+}
+
+func (s *sessionTrace) startTurn(turn int) {
+	ctx, span := s.tel.Tracer().Start(context.Background(), "invoke_agent", trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(semconv.GenAIOperationNameInvokeAgent, semconv.GenAIConversationID(s.id), semconv.GenAIRequestModel(s.model), AttrTurn.Int(turn)))
+	s.turn, s.turnCtx = span, ctx
+}
+
+func (s *sessionTrace) endTurn(status TurnStatus) {
+	for id, ts := range s.tools {
+		ts.End("interrupted", "turn_ended", "")
+		delete(s.tools, id)
+	}
+	for id := range s.approvals {
+		delete(s.approvals, id)
+		s.tel.ApprovalsPending(context.Background(), -1)
+	}
+	if s.turn == nil {
+		return
+	}
+	s.turn.SetAttributes(AttrTurnStatus.String(string(status)))
+	if status != TurnCompleted {
+		s.turn.SetAttributes(semconv.ErrorTypeKey.String(string(status)))
+		s.turn.SetStatus(codes.Error, string(status))
+	}
+	s.turn.End()
+	s.turn, s.turnCtx = nil, nil
+}
+
+// end ends whatever is open when the actor stops: nothing more of it
+// will be seen by this actor.
+func (s *sessionTrace) end() {
+	if s == nil {
+		return
+	}
+	for id, ts := range s.tools {
+		ts.End("interrupted", "actor_stopped", "")
+		delete(s.tools, id)
+	}
+	for id := range s.approvals {
+		delete(s.approvals, id)
+		s.tel.ApprovalsPending(context.Background(), -1)
+	}
+	if s.turn != nil {
+		s.turn.SetAttributes(AttrTurnStatus.String("suspended"))
+		s.turn.End()
+		s.turn = nil
+	}
+}

@@ -1,0 +1,177 @@
+package session
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/llmtest"
+	"github.com/chorusrt/chorus/telemetry"
+)
+
+// spanModel is a Model that remembers the span each model step ran under.
+type spanModel struct {
+	Model
+	mu    sync.Mutex
+	under []trace.SpanContext
+}
+
+func (m *spanModel) Stream(ctx context.Context, req *llm.ChatRequest) (*llm.Stream, error) {
+	m.mu.Lock()
+	m.under = append(m.under, trace.SpanContextFromContext(ctx))
+	m.mu.Unlock()
+	return m.Model.Stream(ctx, req)
+}
+
+// TestSessionTelemetry: a turn is one invoke_agent span with the session
+// id as gen_ai.conversation.id; its model steps run under it; each tool
+// call is an execute_tool span under it with the effect class, attempt,
+// outcome and (idempotent writes) the idempotency key, the handler running
+// inside it; approvals are events on the turn span (requested, then
+// resolved with their wait); the pending-approvals metric returns to zero.
+func TestSessionTelemetry(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	reader := sdkmetric.NewManualReader()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer tp.Shutdown(context.Background())
+	defer mp.Shutdown(context.Background())
+	var l ledger
+	var handlerMu sync.Mutex
+	handlerUnder := map[string]trace.SpanContext{}
+	traced := func(name string, effect Effect) Tool {
+		return tool(&l, name, effect, func(ctx context.Context, c Call) (Result, error) {
+			handlerMu.Lock()
+			handlerUnder[c.ID] = trace.SpanContextFromContext(ctx)
+			handlerMu.Unlock()
+			return Result{Content: "ok"}, nil
+		})
+	}
+	sm := &spanModel{}
+	hh := newHarness(t, Options{
+		Telemetry: telemetry.New(telemetry.WithTracerProvider(tp), telemetry.WithMeterProvider(mp)),
+		Tools:     []Tool{traced("refund", EffectNonIdempotentWrite), traced("email", ""), traced("lookup", EffectRead), traced("tag", EffectIdempotentWrite)},
+		Model:     sm,
+	})
+	sm.Model = newClient(t, hh.srv.OpenAIBaseURL())
+	hh.srv.Push(llmtest.ToolCalls(call("c1", "refund", `{}`), call("c2", "email", `{}`), call("c3", "lookup", `{}`), call("c4", "tag", `{}`)), llmtest.Text("done"))
+	hh.send("s", "refund order 7")
+	pend := hh.pending("s", 2)
+	ctx := ctx10(t)
+	for _, p := range pend {
+		if err := hh.m.Resolve(ctx, "s", p.ID, p.Call.ID == "c1", "decided"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := hh.wait("s"); r.Status != TurnCompleted {
+		t.Fatalf("turn %+v", r)
+	}
+	if err := hh.m.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var turn sdktrace.ReadOnlySpan
+	tools := map[string]sdktrace.ReadOnlySpan{}
+	for _, s := range rec.Ended() {
+		switch s.Name() {
+		case "invoke_agent":
+			if turn != nil {
+				t.Fatal("two turn spans")
+			}
+			turn = s
+		default:
+			for _, kv := range s.Attributes() {
+				if kv.Key == "gen_ai.tool.call.id" {
+					tools[kv.Value.AsString()] = s
+				}
+			}
+		}
+	}
+	if turn == nil {
+		t.Fatal("no invoke_agent span")
+	}
+	ta := map[attribute.Key]attribute.Value{}
+	for _, kv := range turn.Attributes() {
+		ta[kv.Key] = kv.Value
+	}
+	if ta["gen_ai.conversation.id"].AsString() != "s" || ta["gen_ai.operation.name"].AsString() != "invoke_agent" || ta[AttrTurnStatus].AsString() != string(TurnCompleted) {
+		t.Errorf("turn attributes %v", turn.Attributes())
+	}
+	sm.mu.Lock()
+	if len(sm.under) != 2 || sm.under[0].SpanID() != turn.SpanContext().SpanID() || sm.under[1].SpanID() != turn.SpanContext().SpanID() {
+		t.Errorf("model steps ran under %v, want the turn span %v twice", sm.under, turn.SpanContext().SpanID())
+	}
+	sm.mu.Unlock()
+	want := map[string]struct{ outcome, effect string }{
+		"c1": {"succeeded", string(EffectNonIdempotentWrite)},
+		"c2": {"rejected", string(EffectUnclassified)},
+		"c3": {"succeeded", string(EffectRead)},
+		"c4": {"succeeded", string(EffectIdempotentWrite)},
+	}
+	for id, w := range want {
+		s := tools[id]
+		if s == nil {
+			t.Errorf("no execute_tool span for %s", id)
+			continue
+		}
+		a := map[attribute.Key]attribute.Value{}
+		for _, kv := range s.Attributes() {
+			a[kv.Key] = kv.Value
+		}
+		if a[telemetry.AttrToolOutcome].AsString() != w.outcome || a[telemetry.AttrToolEffect].AsString() != w.effect || s.Parent().SpanID() != turn.SpanContext().SpanID() {
+			t.Errorf("%s: %s %v parent %v", id, s.Name(), s.Attributes(), s.Parent().SpanID())
+		}
+		if id == "c4" && a[telemetry.AttrIdempotencyKey].AsString() != idempotencyKey("s", 1, "c4") {
+			t.Errorf("c4 idempotency key %q", a[telemetry.AttrIdempotencyKey].AsString())
+		}
+		if id != "c2" && handlerUnder[id].SpanID() != s.SpanContext().SpanID() {
+			t.Errorf("%s's handler did not run inside its span", id)
+		}
+	}
+	var asked, resolved int
+	for _, ev := range turn.Events() {
+		switch ev.Name {
+		case telemetry.EventApprovalAsked:
+			asked++
+		case telemetry.EventApprovalDone:
+			resolved++
+			wait := false
+			for _, kv := range ev.Attributes {
+				wait = wait || (kv.Key == AttrApprovalWait && kv.Value.AsFloat64() > 0)
+			}
+			if !wait {
+				t.Errorf("resolution without its wait: %v", ev.Attributes)
+			}
+		}
+	}
+	if asked != 2 || resolved != 2 {
+		t.Errorf("approval events: %d requested, %d resolved", asked, resolved)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name == telemetry.MetricApprovalsPending {
+				found = true
+				for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
+					if p.Value != 0 {
+						t.Errorf("approvals pending %d after the turn", p.Value)
+					}
+				}
+			}
+		}
+	}
+	if !found {
+		t.Error("no approvals-pending metric")
+	}
+}
