@@ -4,9 +4,9 @@ TEST_TIMEOUT ?= 900s
 FUZZTIME     ?= 10m
 PKGS         ?= ./...
 
-.PHONY: test vet race race-cluster conformance bench bench-check gobench fuzz lint e2e proto proto-check mcp-servers sdk-clients
+.PHONY: test jaeger vet race race-cluster conformance bench bench-check gobench fuzz lint e2e proto proto-check mcp-servers sdk-clients
 
-test: mcp-servers sdk-clients vet race race-cluster conformance
+test: mcp-servers sdk-clients jaeger vet race race-cluster conformance
 
 # The MCP reference servers that mcptools' tests start, pinned exactly by
 # mcptools/testdata/npm (package.json and its package-lock.json) and
@@ -21,6 +21,23 @@ mcp-servers:
 		cp $(MCP_NPM_PINS)/package.json $(MCP_NPM_PINS)/package-lock.json $(MCP_NPM_DIR)/ && \
 		npm ci --prefix $(MCP_NPM_DIR) --no-audit --no-fund --loglevel=error; \
 	fi
+
+# The real OTLP receiver of cmd/chorus's end-to-end telemetry test
+# (TestBatchTracesInJaeger): Jaeger v1.76 built from the module proxy into
+# .cache/jaeger (gitignored), once per version. Its go.mod has replace
+# directives, so go install cannot build it: the module's source is copied
+# out of the module cache and built as its own main module. A cold build
+# takes minutes on 2 cores; the build cache makes later ones quick.
+JAEGER_VERSION = v1.76.0
+JAEGER_DIR     = .cache/jaeger
+JAEGER_BIN     = $(JAEGER_DIR)/jaeger-$(JAEGER_VERSION)
+jaeger: $(JAEGER_BIN)
+$(JAEGER_BIN):
+	@mkdir -p $(JAEGER_DIR)
+	@src=$$($(GO) mod download -json github.com/jaegertracing/jaeger@$(JAEGER_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p'); \
+		test -n "$$src" || { echo "jaeger: go mod download failed"; exit 1; }; \
+		rm -rf $(JAEGER_DIR)/src-$(JAEGER_VERSION) && cp -r $$src $(JAEGER_DIR)/src-$(JAEGER_VERSION) && chmod -R u+w $(JAEGER_DIR)/src-$(JAEGER_VERSION) && \
+		cd $(JAEGER_DIR)/src-$(JAEGER_VERSION) && GOFLAGS="-mod=mod -buildvcs=false" $(GO) build -o $(CURDIR)/$(JAEGER_BIN).tmp ./cmd/jaeger && mv $(CURDIR)/$(JAEGER_BIN).tmp $(CURDIR)/$(JAEGER_BIN)
 
 # The official SDKs that gateway's tests drive under Node (TestOpenAINodeSDK
 # and the other *NodeSDK tests), pinned exactly by gateway/testdata/npm

@@ -282,6 +282,7 @@ func Run(ctx context.Context, j Job) (*Report, error) {
 			return nil, &PendingError{Path: jn.path, Batches: len(p)}
 		}
 	}
+	j.Telemetry = j.Telemetry.OrGlobal()
 	r := &run{j: j, dflt: map[bool]defaultPick{}}
 	ctx, span := r.startJob(ctx)
 	rep, err := r.run(ctx)

@@ -63,12 +63,12 @@ func New(opts ...Option) *Telemetry {
 	return t
 }
 
-var global = New()
-
-// OrGlobal returns t, or a Telemetry on the global providers when t is nil.
+// OrGlobal returns t, or when t is nil a new Telemetry on the providers
+// that are global now (call it once per runtime, job or manager, not per
+// call: it creates the instruments).
 func (t *Telemetry) OrGlobal() *Telemetry {
 	if t == nil {
-		return global
+		return New()
 	}
 	return t
 }

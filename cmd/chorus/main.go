@@ -67,6 +67,19 @@ func run(ctx context.Context, e env, args []string) int {
 		fmt.Fprint(e.stderr, usage)
 		return 2
 	}
+	// OpenTelemetry from the standard OTEL_* variables (otel.go).
+	shutdown, err := setupOTel(ctx, e.getenv)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "chorus: %v\n", err)
+		return 1
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), otelShutdownTimeout)
+		defer cancel()
+		if err := shutdown(sctx); err != nil {
+			fmt.Fprintf(e.stderr, "chorus: OpenTelemetry: %v\n", err)
+		}
+	}()
 	switch args[0] {
 	case "batch":
 		return cmdBatch(ctx, e, args[1:])
