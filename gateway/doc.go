@@ -19,9 +19,24 @@
 //	GET  /v1/models             the runtime's aliases, then every provider's
 //	                            models as provider/model
 //
+// Anthropic Messages format:
+//
+//	POST /v1/messages              buffered, or Anthropic's streamed events
+//	                               (message_start, content_block_start,
+//	                               *_delta, content_block_stop, message_delta,
+//	                               message_stop); thinking blocks with their
+//	                               signatures, tool_use and tool_result
+//	POST /v1/messages/count_tokens the provider's own count, never an estimate
+//
+// Any model behind any format: an Anthropic client may call
+// openai/gpt-4.1-mini and an OpenAI client anthropic/claude-haiku-4-5; the
+// request and answer are translated through package llm. A streamed
+// thinking block carries no signature (llm events do not carry one); the
+// buffered answer does.
+//
 // A model is what the runtime takes: provider/model or an alias. Requests
 // are decoded, and answers encoded, by the server side of each format's
-// codec package (providers/openai's server.go): the gateway holds no wire
+// codec package (server.go in providers/openai and providers/anthropic): the gateway holds no wire
 // knowledge of its own.
 //
 // # Keys
@@ -65,7 +80,8 @@
 // Nothing is written before the stream's first event, so until then the
 // runtime's retries and fallbacks apply and a failure is an ordinary error
 // answer. After it, a failure is an in-band error event in the client's
-// format (OpenAI: data: {"error":{...}}, with no [DONE]), never a silently
+// format (OpenAI: data: {"error":{...}} with no [DONE]; Anthropic: event:
+// error with no message_stop), never a silently
 // truncated stream. A client that disconnects cancels the upstream call at
 // once (the request's context is the call's). A slow client slows only its
 // own stream: events wait in the runtime's bounded stream buffer, and the

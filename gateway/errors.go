@@ -10,6 +10,7 @@ import (
 
 	"github.com/chorusrt/chorus/actors"
 	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/providers/anthropic"
 	"github.com/chorusrt/chorus/providers/openai"
 	"github.com/chorusrt/chorus/runtime"
 )
@@ -82,9 +83,13 @@ type format uint8
 
 const (
 	formatOpenAI format = iota
+	formatAnthropic
 )
 
 func formatOf(r *http.Request) format {
+	if strings.HasPrefix(r.URL.Path, "/v1/messages") {
+		return formatAnthropic
+	}
 	return formatOpenAI
 }
 
@@ -99,6 +104,8 @@ func (h *Handler) fail(w http.ResponseWriter, f format, e *Error) {
 	hd.Set("Content-Type", "application/json")
 	var body []byte
 	switch f {
+	case formatAnthropic:
+		body = anthropic.ServerError(e.Status, e.Message)
 	default:
 		body = openai.ServerError(e.Status, e.Message)
 	}

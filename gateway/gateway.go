@@ -116,6 +116,8 @@ func (h *Handler) routes() {
 	h.mux.HandleFunc("POST /v1/chat/completions", h.openAIChat)
 	h.mux.HandleFunc("POST /v1/embeddings", h.openAIEmbeddings)
 	h.mux.HandleFunc("GET /v1/models", h.openAIModels)
+	h.mux.HandleFunc("POST /v1/messages", h.anthropicMessages)
+	h.mux.HandleFunc("POST /v1/messages/count_tokens", h.anthropicCountTokens)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, formatOf(r), &Error{Status: http.StatusNotFound, Message: "no such endpoint: " + r.Method + " " + r.URL.Path})
 	})
