@@ -71,7 +71,9 @@ type anthropicStream struct{ s *anthropic.ServerStream }
 
 func (a *anthropicStream) event(dst []byte, ev *llm.Event) []byte     { return a.s.Event(dst, ev) }
 func (a *anthropicStream) end(dst []byte, res *llm.ChatResult) []byte { return a.s.End(dst, res) }
-func (a *anthropicStream) fail(dst []byte, e *Error) []byte           { return a.s.Error(dst, e.Status, e.Message) }
+func (a *anthropicStream) fail(dst []byte, e *Error) []byte {
+	return a.s.Error(dst, e.Status, e.Message)
+}
 
 // anthropicCountTokens answers with the provider's own count: a model
 // whose provider cannot count is a 400 (never an estimate).
