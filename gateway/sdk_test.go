@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,4 +140,37 @@ func waitNoneInFlight(t *testing.T, f *fixture) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestAnthropicNodeSDK drives the gateway with the official
+// @anthropic-ai/sdk npm package: buffered (thinking with its signature) and
+// streamed messages, tools streamed from an OpenAI-format model, a
+// mid-stream failure, cancellation, count_tokens, an auth error and a 429.
+func TestAnthropicNodeSDK(t *testing.T) {
+	f := newFixture(t, sdkKeys())
+	call := llm.ToolCall{ID: "call_w", Name: "get_weather", Arguments: `{"city":"Paris"}`}
+	f.up.Push(
+		llmtest.Respond(llmtest.Reply{Text: "hello", Reasoning: "hmm", Signature: "sig-1"}),
+		llmtest.Respond(llmtest.Reply{Deltas: []string{"one ", "two"}, Usage: &llm.Usage{PromptTokens: 4, CompletionTokens: 2}}),
+		llmtest.ToolCalls(call),
+		llmtest.Fail(llmtest.Fault{Kind: llmtest.FaultResetMidStream, After: 2, Reply: &llmtest.Reply{Deltas: []string{"a", "b", "c", "d"}}}),
+		llmtest.Fail(llmtest.Fault{Kind: llmtest.FaultStall, After: 1, Stall: 5 * time.Minute, Reply: &llmtest.Reply{Deltas: []string{"first", "never"}}}),
+	)
+	out := runNode(t, "anthropic.cjs", f.url, "gk-sdk-good", "gk-sdk-limited")
+	expect(t, out, "buffered", map[string]any{"text": "hello", "signature": "sig-1", "stop": "end_turn"})
+	expect(t, out, "stream", map[string]any{"text": "one two", "deltas": "one two", "stop": "end_turn", "output": 2})
+	expect(t, out, "tools", map[string]any{"id": "call_w", "name": "get_weather", "input": map[string]any{"city": "Paris"}, "stop": "tool_use"})
+	if m := out["midstream"]; m["text"] != "ab" || m["error"] == nil {
+		t.Errorf("midstream: %v", m)
+	}
+	if c := out["cancel"]; c["text"] != "first" || (c["error"] != nil && c["error"] != "APIUserAbortError") {
+		t.Errorf("cancel: %v", c)
+	}
+	expect(t, out, "count", map[string]any{"positive": true})
+	expect(t, out, "auth", map[string]any{"error": "AuthenticationError", "status": 401})
+	expect(t, out, "ratelimit", map[string]any{"error": "RateLimitError", "status": 429, "retryAfter": "60"})
+	if r := f.up.Requests()[2]; !strings.HasSuffix(r.Path, "/chat/completions") {
+		t.Errorf("the tools case reached %s, not the OpenAI-format provider", r.Path)
+	}
+	waitNoneInFlight(t, f)
 }
