@@ -56,6 +56,10 @@ func TestImportsPointDown(t *testing.T) {
 		{"runtime", []string{"session", "store", "pipeline", "cluster"}},
 		{"pipeline", []string{"runtime", "actors", "providers", "session", "store", "cluster"}},
 		{"session", []string{"runtime", "providers", "pipeline", "cluster"}},
+		{"telemetry", []string{"runtime", "actors", "providers", "session", "store", "pipeline", "cluster", "batch", "gateway", "mcptools"}},
+		{"batch", []string{"runtime", "cluster", "gateway", "cmd"}},
+		{"mcptools", []string{"runtime", "cluster", "gateway", "batch", "cmd"}},
+		{"gateway", []string{"cluster", "cmd"}},
 	}
 	for _, r := range rules {
 		found := false
@@ -114,6 +118,33 @@ func TestNoActorOrRxTypeInAPI(t *testing.T) {
 			}
 			if m := re.FindString(trim); m != "" {
 				t.Errorf("%s: exported API shows %s: %s", pkg, m, trim)
+			}
+		}
+	}
+}
+
+// TestLibrariesUseTheOTelAPIOnly: Chorus's library packages import the
+// OpenTelemetry API only; the SDK and its exporters are the command's (an
+// application's) choice. (Proto.Actor itself links parts of the SDK; this
+// checks Chorus's own imports.)
+func TestLibrariesUseTheOTelAPIOnly(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatal("no go command on PATH")
+	}
+	out, err := exec.Command(goBin, "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "github.com/chorusrt/chorus/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		pkg := strings.TrimPrefix(f[0], mod)
+		if under(pkg, "cmd") || under(pkg, "examples") || under(pkg, "internal/testkit") {
+			continue
+		}
+		for _, imp := range f[1:] {
+			if strings.HasPrefix(imp, "go.opentelemetry.io/otel/sdk") || strings.HasPrefix(imp, "go.opentelemetry.io/otel/exporters") {
+				t.Errorf("%s imports %s: library packages use the OpenTelemetry API only", pkg, imp)
 			}
 		}
 	}
