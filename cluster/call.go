@@ -11,6 +11,7 @@ import (
 
 	"github.com/chorusrt/chorus/cluster/clusterpb"
 	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/telemetry"
 )
 
 // Embed runs an embeddings request on a member of the cluster (round
@@ -52,7 +53,7 @@ func (n *Node) call(ctx context.Context, op string, body []byte) ([]byte, error)
 			continue
 		}
 		id := randUint64()
-		r, err := ask(ctx, n.sys, target, &clusterpb.CallRequest{Op: op, RequestJson: body, Call: id})
+		r, err := ask(ctx, n.sys, target, &clusterpb.CallRequest{Op: op, RequestJson: body, Call: id, TraceContext: telemetry.Inject(ctx)})
 		switch {
 		case errors.Is(err, ErrNodeLost):
 			lastErr = err
@@ -95,7 +96,7 @@ func (n *Node) serveCall(c actor.Context, m *clusterpb.CallRequest) {
 		answer(nil, ErrClosed)
 		return
 	}
-	ctx, cancel := context.WithCancel(n.base)
+	ctx, cancel := context.WithCancel(telemetry.Extract(n.base, m.TraceContext))
 	if m.Call != 0 {
 		n.callsMu.Lock()
 		if n.calls == nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/chorusrt/chorus/cluster/clusterpb"
 	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/telemetry"
 )
 
 // A remote stream runs a model call on a worker node and relays its events
@@ -220,7 +221,7 @@ func (n *Node) remoteOnce(ctx context.Context, target *actor.PID, body []byte, w
 	emitted := false
 	var rb llm.ResultBuilder
 	end, err := n.runFlow(ctx, target, func(id uint64, recv *actor.PID) {
-		sendAs(n.sys, target, &clusterpb.StreamOpen{Stream: id, RequestJson: body, Receiver: toRef(recv), Window: defaultWindow}, recv)
+		sendAs(n.sys, target, &clusterpb.StreamOpen{Stream: id, RequestJson: body, Receiver: toRef(recv), Window: defaultWindow, TraceContext: telemetry.Inject(ctx)}, recv)
 	}, func(b *clusterpb.DeltaBatch) bool {
 		for _, d := range b.Deltas {
 			ev := fromDelta(d)
@@ -349,7 +350,8 @@ func (a *workerActor) Receive(c actor.Context) {
 		send(c.ActorSystem(), recv, &clusterpb.StreamEnd{Stream: m.Stream, Seq: 1, Err: toFailure(errNoMembers)})
 		return
 	}
-	p := newProducer(a.n.base, m.Stream, recv, int(m.Window), a.n.chatBody(m.RequestJson))
+	// The call's spans join the caller's trace (telemetry.Extract).
+	p := newProducer(telemetry.Extract(a.n.base, m.TraceContext), m.Stream, recv, int(m.Window), a.n.chatBody(m.RequestJson))
 	p.sent = a.n.sent
 	c.Spawn(actor.PropsFromProducer(func() actor.Actor { return p }))
 }
