@@ -28,6 +28,18 @@
 //	                               signatures, tool_use and tool_result
 //	POST /v1/messages/count_tokens the provider's own count, never an estimate
 //
+// Gemini format (the model may hold a slash: models/openai/gpt-4.1-mini):
+//
+//	POST /v1beta/models/{model}:generateContent
+//	POST /v1beta/models/{model}:streamGenerateContent?alt=sse   (SSE only;
+//	                               a tool call is sent whole in the last
+//	                               chunk, as Gemini never streams arguments)
+//	POST /v1beta/models/{model}:embedContent
+//	POST /v1beta/models/{model}:batchEmbedContents
+//
+// A Gemini functionCall without an id is given its name as id; a
+// functionResponse answers the call with its id, else its name.
+//
 // Any model behind any format: an Anthropic client may call
 // openai/gpt-4.1-mini and an OpenAI client anthropic/claude-haiku-4-5; the
 // request and answer are translated through package llm. A streamed
@@ -36,7 +48,7 @@
 //
 // A model is what the runtime takes: provider/model or an alias. Requests
 // are decoded, and answers encoded, by the server side of each format's
-// codec package (server.go in providers/openai and providers/anthropic): the gateway holds no wire
+// codec package (server.go in providers/openai, providers/anthropic and providers/gemini): the gateway holds no wire
 // knowledge of its own.
 //
 // # Keys
@@ -81,7 +93,8 @@
 // runtime's retries and fallbacks apply and a failure is an ordinary error
 // answer. After it, a failure is an in-band error event in the client's
 // format (OpenAI: data: {"error":{...}} with no [DONE]; Anthropic: event:
-// error with no message_stop), never a silently
+// error with no message_stop; Gemini: data: {"error":{code, message,
+// status}} with no finishReason), never a silently
 // truncated stream. A client that disconnects cancels the upstream call at
 // once (the request's context is the call's). A slow client slows only its
 // own stream: events wait in the runtime's bounded stream buffer, and the

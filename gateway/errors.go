@@ -11,6 +11,7 @@ import (
 	"github.com/chorusrt/chorus/actors"
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/providers/anthropic"
+	"github.com/chorusrt/chorus/providers/gemini"
 	"github.com/chorusrt/chorus/providers/openai"
 	"github.com/chorusrt/chorus/runtime"
 )
@@ -84,11 +85,15 @@ type format uint8
 const (
 	formatOpenAI format = iota
 	formatAnthropic
+	formatGemini
 )
 
 func formatOf(r *http.Request) format {
 	if strings.HasPrefix(r.URL.Path, "/v1/messages") {
 		return formatAnthropic
+	}
+	if strings.HasPrefix(r.URL.Path, "/v1beta/") {
+		return formatGemini
 	}
 	return formatOpenAI
 }
@@ -106,6 +111,8 @@ func (h *Handler) fail(w http.ResponseWriter, f format, e *Error) {
 	switch f {
 	case formatAnthropic:
 		body = anthropic.ServerError(e.Status, e.Message)
+	case formatGemini:
+		body = gemini.ServerError(e.Status, e.Message)
 	default:
 		body = openai.ServerError(e.Status, e.Message)
 	}

@@ -118,6 +118,7 @@ func (h *Handler) routes() {
 	h.mux.HandleFunc("GET /v1/models", h.openAIModels)
 	h.mux.HandleFunc("POST /v1/messages", h.anthropicMessages)
 	h.mux.HandleFunc("POST /v1/messages/count_tokens", h.anthropicCountTokens)
+	h.mux.HandleFunc("POST /v1beta/models/{rest...}", h.gemini)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, formatOf(r), &Error{Status: http.StatusNotFound, Message: "no such endpoint: " + r.Method + " " + r.URL.Path})
 	})

@@ -31,13 +31,15 @@ type fixture struct {
 }
 
 // newFixture runs a gateway over a runtime whose provider "openai" is an
-// llmtest fake (OpenAI format) and "anthropic" another (Anthropic format).
+// llmtest fake (OpenAI format), "anthropic" one in the Anthropic format and
+// "gemini" one in the Gemini format (the same server).
 func newFixture(t *testing.T, opts gateway.Options, rtOpts ...runtime.Option) *fixture {
 	t.Helper()
 	up := llmtest.NewServer()
 	base := []runtime.Option{
 		runtime.WithProvider(providers.Config{ID: "openai", Format: providers.FormatOpenAI, BaseURL: up.OpenAIBaseURL(), APIKey: providerKey}),
 		runtime.WithProvider(providers.Config{ID: "anthropic", Format: providers.FormatAnthropic, BaseURL: up.AnthropicBaseURL(), APIKey: providerKey}),
+		runtime.WithProvider(providers.Config{ID: "gemini", Format: providers.FormatGemini, BaseURL: up.GeminiBaseURL(), APIKey: providerKey}),
 		runtime.WithClientOptions(providers.WithRetryPolicy(fast), providers.WithTimeout(3*time.Minute), providers.WithIdleTimeout(2*time.Minute)),
 		runtime.WithAlias("fast", "openai/gpt-4.1-mini", "anthropic/claude-haiku-4-5"),
 	}

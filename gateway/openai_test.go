@@ -424,7 +424,7 @@ func TestOpenAIEmbeddingsAndModels(t *testing.T) {
 		t.Fatalf("models %d %s", a.status, a.body)
 	}
 	for id := range ids {
-		if id != "fast" && !strings.HasPrefix(id, "openai/") && !strings.HasPrefix(id, "anthropic/") {
+		if id != "fast" && !strings.HasPrefix(id, "openai/") && !strings.HasPrefix(id, "anthropic/") && !strings.HasPrefix(id, "gemini/") {
 			t.Fatalf("model id %q is not provider/model", id)
 		}
 	}

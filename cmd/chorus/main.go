@@ -18,7 +18,7 @@ Commands:
   chat     stream one prompt to one or more models at once
   models   list the models of every registered provider, or of one
   node     run a member of a Chorus cluster (shared budgets, sessions, batches)
-  serve    serve an OpenAI-compatible gateway over the runtime
+  serve    serve OpenAI-, Anthropic- and Gemini-compatible APIs over the runtime
   sim      serve the built-in simulator as a local OpenAI/Anthropic/Gemini API
 
 Every command registers the built-in simulator as provider "sim" (models

@@ -18,11 +18,11 @@ import (
 
 const serveUsage = `usage: chorus serve [flags]
 
-Serves an OpenAI-compatible API (POST /v1/chat/completions, POST
-/v1/embeddings, GET /v1/models) over the runtime: every registered
-provider, the simulator ("sim/<model>") and the aliases of the config
-file, with Chorus's pacing and fallbacks. Prints "listening
-http://HOST:PORT" once it accepts connections.
+Serves the OpenAI, Anthropic and Gemini APIs (/v1/chat/completions,
+/v1/embeddings, /v1/models, /v1/messages, /v1beta/models/...) over the
+runtime: every registered provider, the simulator ("sim/<model>") and the
+aliases of the config file, with Chorus's pacing and fallbacks. Prints
+"listening http://HOST:PORT" once it accepts connections.
 
 Clients authenticate with the gateway keys of the config file (gateway:
 keys:), sent the way their SDK sends its key. With no gateway key the

@@ -1,0 +1,135 @@
+package gateway
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/providers/gemini"
+)
+
+// gemini serves POST /v1beta/models/{model}:{method}. The model may hold a
+// slash (openai/gpt-4.1-mini): the method is what follows the last colon.
+func (h *Handler) gemini(w http.ResponseWriter, r *http.Request) {
+	const f = formatGemini
+	rest := r.PathValue("rest")
+	i := strings.LastIndexByte(rest, ':')
+	if i <= 0 {
+		h.fail(w, f, &Error{Status: http.StatusNotFound, Message: "no such endpoint: " + r.URL.Path})
+		return
+	}
+	model, method := rest[:i], rest[i+1:]
+	switch method {
+	case "generateContent", "streamGenerateContent":
+		h.geminiGenerate(w, r, model, method == "streamGenerateContent")
+	case "embedContent", "batchEmbedContents":
+		h.geminiEmbed(w, r, model, method == "batchEmbedContents")
+	default:
+		h.fail(w, f, &Error{Status: http.StatusNotFound, Message: "method " + strconv.Quote(method) + " is not served"})
+	}
+}
+
+func (h *Handler) geminiGenerate(w http.ResponseWriter, r *http.Request, model string, stream bool) {
+	const f = formatGemini
+	ks, e := h.authenticate(r)
+	if e != nil {
+		h.fail(w, f, e)
+		return
+	}
+	if stream && r.URL.Query().Get("alt") != "sse" {
+		h.fail(w, f, &Error{Status: http.StatusBadRequest, Message: "streamGenerateContent is served with alt=sse only"})
+		return
+	}
+	body, e := h.readBody(r)
+	if e != nil {
+		h.fail(w, f, e)
+		return
+	}
+	req, err := gemini.DecodeServerGenerate(model, body)
+	if err != nil {
+		h.fail(w, f, errorFor(err))
+		return
+	}
+	done, ok := h.call(w, r, f, model, ks)
+	if !ok {
+		return
+	}
+	if !stream {
+		res, err := h.rt.Chat(r.Context(), req)
+		if err != nil {
+			done(llm.Usage{})
+			h.fail(w, f, errorFor(err))
+			return
+		}
+		done(res.Usage)
+		b, err := gemini.EncodeServerGenerate(res, model)
+		if err != nil {
+			h.fail(w, f, errorFor(err))
+			return
+		}
+		chorusHeaders(w.Header(), model, &res.Meta)
+		w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+		_, _ = w.Write(b)
+		return
+	}
+	s, err := h.rt.Stream(r.Context(), req)
+	if err != nil {
+		done(llm.Usage{})
+		h.fail(w, f, errorFor(err))
+		return
+	}
+	enc := &geminiStream{s: gemini.NewServerStream("chorus-"+strconv.FormatInt(h.opts.Now().UnixNano(), 36), model)}
+	res, _ := h.pump(w, f, s, enc, func(hd http.Header) { chorusHeaders(hd, model, nil) })
+	if res != nil {
+		done(res.Usage)
+	} else {
+		done(llm.Usage{})
+	}
+}
+
+type geminiStream struct{ s *gemini.ServerStream }
+
+func (g *geminiStream) event(dst []byte, ev *llm.Event) []byte     { return g.s.Event(dst, ev) }
+func (g *geminiStream) end(dst []byte, res *llm.ChatResult) []byte { return g.s.End(dst, res) }
+func (g *geminiStream) fail(dst []byte, e *Error) []byte {
+	return g.s.Error(dst, e.Status, e.Message)
+}
+
+func (h *Handler) geminiEmbed(w http.ResponseWriter, r *http.Request, model string, batch bool) {
+	const f = formatGemini
+	ks, e := h.authenticate(r)
+	if e != nil {
+		h.fail(w, f, e)
+		return
+	}
+	body, e := h.readBody(r)
+	if e != nil {
+		h.fail(w, f, e)
+		return
+	}
+	req, err := gemini.DecodeServerEmbed(model, batch, body)
+	if err != nil {
+		h.fail(w, f, errorFor(err))
+		return
+	}
+	done, ok := h.call(w, r, f, model, ks)
+	if !ok {
+		return
+	}
+	res, err := h.rt.Embed(r.Context(), req)
+	if err != nil {
+		done(llm.Usage{})
+		h.fail(w, f, errorFor(err))
+		return
+	}
+	done(res.Usage)
+	b, err := gemini.EncodeServerEmbed(res, batch)
+	if err != nil {
+		h.fail(w, f, errorFor(err))
+		return
+	}
+	chorusHeaders(w.Header(), model, &res.Meta)
+	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+	_, _ = w.Write(b)
+}
