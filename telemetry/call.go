@@ -50,6 +50,8 @@ const (
 	OpListModels = "list_models"
 )
 
+var clientKind = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
+
 // Call is one inference span and its metrics. Its methods are safe on a
 // call that records nothing; every method is per call or per attempt,
 // never per delta (Emit wraps the writer only when something records).
@@ -74,7 +76,9 @@ type Call struct {
 // the name the caller asked for when it was an alias.
 func (t *Telemetry) StartCall(ctx context.Context, op, provider, model, alias string, stream bool) (context.Context, *Call) {
 	t = t.OrGlobal()
-	ctx, span := t.tracer.Start(ctx, op+" "+model, trace.WithSpanKind(trace.SpanKindClient))
+	// The name is op alone until the span proves to record: a call with no
+	// SDK installed builds no string.
+	ctx, span := t.tracer.Start(ctx, op, clientKind...)
 	c := &Call{t: t, span: span, op: op, provider: provider, model: model}
 	c.on = span.IsRecording() || t.inst.duration.Enabled(ctx)
 	c.ctx = ctx
@@ -83,6 +87,7 @@ func (t *Telemetry) StartCall(ctx context.Context, op, provider, model, alias st
 	}
 	c.start = time.Now()
 	if span.IsRecording() {
+		span.SetName(op + " " + model)
 		span.SetAttributes(
 			semconv.GenAIOperationNameKey.String(op),
 			ProviderName(provider),
