@@ -50,6 +50,16 @@
 //     the endpoint uses. A providers.WithLearned passed through
 //     WithClientOptions overrides it (every credential then shares that
 //     one). Stats show each credential its endpoint's flags.
+//   - Telemetry (telemetry.go, package telemetry): one OpenTelemetry CLIENT
+//     span per call, named {operation} {model} and attributed by the GenAI
+//     conventions, spans every placement of the call: the admission wait,
+//     the credential's fingerprint, each attempt as an event (status,
+//     error class, wait before the next), a cooldown the call caused, the
+//     alias and the fallback step that served. Per-call attempts reach the
+//     span through providers.WithAttemptHook, so credentials' observers
+//     stay as they are. With no SDK installed (WithTelemetry unset and no
+//     global provider) the call costs one non-recording span and nothing
+//     per delta.
 //   - One process, one Proto.Actor system: the credential actors of every
 //     runtime, and the session actors of every session.Manager, run in the
 //     process's shared system, created on first use; its log lines go to
