@@ -164,6 +164,15 @@ func NewCredentialState(provider string, index int, limits Limits, queueCap int)
 	return &CredentialState{Provider: provider, Index: index, queueCap: queueCap, pacer: newPacer(limits, time.Now())}
 }
 
+// ShareEndpoint says that n credentials (keys) serve this one's endpoint.
+// If the provider's reports then show other keys drawing on this key's
+// budget (an organisation's limit shared by its keys), each paces at 1/n
+// of what is reported, so that together they stay inside it. Call it
+// before the credential serves requests.
+func (c *CredentialState) ShareEndpoint(n int) {
+	c.pacer.reqs.peers, c.pacer.toks.peers = n, n
+}
+
 // Admit handles a request for admission; from is where the answer goes
 // (handed back to o.Reply).
 func (c *CredentialState) Admit(o Owner, from any, m AdmitRequested) {

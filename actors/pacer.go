@@ -66,6 +66,12 @@ type budget struct {
 	level   float64
 	levelAt time.Time
 	lo, hi  float64 // the refill rate's bounds from the agreeing reports
+	// peers is how many credentials serve this one's endpoint; shared says
+	// the reports showed others drawing on this budget (an organisation's
+	// limit shared by its keys): each credential then paces at 1/peers of
+	// what is reported, so together they stay inside it.
+	peers  int
+	shared bool
 	// fixed scores the evidence of a fixed window: reports whose full
 	// instant stays put while what remains goes down. At a fixed window's
 	// reset only what is still in flight can land in the new window.
@@ -85,7 +91,7 @@ func (b *budget) refresh(now time.Time, seq uint64, units, inFlightAfter int) {
 	}
 	if b.rate > 0 {
 		if dt := now.Sub(b.levelAt); dt > 0 {
-			b.level = math.Min(float64(b.limit), b.level+b.rate*dt.Seconds())
+			b.level = math.Min(float64(b.limit)/b.share(), b.level+b.rate/b.share()*dt.Seconds())
 			b.levelAt = now
 		}
 		b.remaining = max(int(math.Floor(b.level)), 0)
@@ -107,9 +113,18 @@ func (b *budget) refresh(now time.Time, seq uint64, units, inFlightAfter int) {
 	if b.fixed >= bucketScore {
 		b.used = inFlightAfter
 	}
-	b.remaining = max(b.limit-b.used, 0)
+	b.remaining = max(b.limit/int(b.share())-b.used, 0)
 	b.resetAt = time.Time{}
 	b.refilled = true
+}
+
+// share is how many credentials divide this budget: 1 unless the reports
+// showed it shared.
+func (b *budget) share() float64 {
+	if b.shared && b.peers > 1 {
+		return float64(b.peers)
+	}
+	return 1
 }
 
 // allows reports whether cost fits now. A request costing more than the
@@ -171,14 +186,25 @@ func (b *budget) learn(units, limit, remaining int, reset time.Duration, unseen,
 	// Our own count of what was granted in this window bounds a window's
 	// report too: a report may miss grants that reached the provider after
 	// it. The report bounds it when another client shares the key.
-	fresh := max(remaining-pending, 0)
+	if b.peers > 1 && !b.shared && b.known {
+		// Less remains than our own grants explain: other keys draw on
+		// this budget.
+		alone := float64(limit - b.used)
+		if b.rate > 0 {
+			alone = b.level
+		}
+		if float64(remaining-pending) < alone-2 {
+			b.shared = true
+		}
+	}
+	fresh := max(remaining/int(b.share())-pending, 0)
 	if b.rate == 0 {
-		fresh = max(min(fresh, limit-b.used), 0)
+		fresh = max(min(fresh, limit/int(b.share())-b.used), 0)
 	}
 	b.known = true
 	b.limit = limit
 	b.remaining = fresh
-	b.level, b.levelAt = float64(remaining-pending), now
+	b.level, b.levelAt = float64(remaining)/b.share()-float64(pending), now
 	b.refilled = false
 	b.repAt, b.repRemain, b.repReset, b.repUnits = now, remaining, reset, units
 	if reset > 0 {
@@ -350,11 +376,14 @@ func (p *pacer) blocked(cost int, now time.Time) (bool, time.Time) {
 	if !p.reqs.allows(1) {
 		if p.inf.on {
 			p.inf.starved = true
-			if p.reqs.resetAt.IsZero() && p.inFlight == 0 {
-				return false, time.Time{} // the window's length is unknown: one request finds where it ends
-			}
 		}
-		return true, p.reqs.wakeAt(1, now)
+		wake := p.reqs.wakeAt(1, now)
+		if wake.IsZero() && p.inFlight == 0 {
+			// Nothing will refill it and nothing in flight will report:
+			// one request finds out where the budget stands.
+			return false, time.Time{}
+		}
+		return true, wake
 	}
 	if !p.toks.allows(cost) {
 		if p.inFlight == 0 && p.toks.resetAt.IsZero() && p.toks.rate == 0 {

@@ -111,16 +111,18 @@ func runPacingCell(t *testing.T, c pacingCell) pacingResult {
 }
 
 // TestPacingMatrix runs the limiter models providers really use (fixed
-// windows, token buckets, sliding windows) at concurrency 1, 16 and 64,
-// with one key and with two keys of their own budgets. On the formats that
-// report their limits (OpenAI, Anthropic) every request succeeds and no 429
-// comes after the first window. Gemini reports nothing: under fixed and
-// sliding windows every request succeeds (its per-minute 429 is pacing, not
-// exhausted quota), and under fixed windows, once its limit is inferred
-// from the first window's 429s, at most one 429 per window follows. Not covered yet, and so not
-// claimed: keys sharing one organisation's budget, and Gemini on a token
-// bucket. The time against the minimum the limit allows is logged, never
-// asserted.
+// windows, token buckets, sliding windows) against the OpenAI, Anthropic
+// and Gemini formats at concurrency 1, 16 and 64, with one key, two keys
+// with budgets of their own, and two keys sharing one organisation's
+// budget. Every request must succeed. On the formats that report their
+// limits no 429 may come after the first window, except for keys sharing a
+// token bucket, which are logged, not claimed. Gemini reports nothing and
+// its per-minute 429 is pacing, not exhausted quota: under fixed windows,
+// once its limit is inferred from the first window's 429s, at most one 429
+// per window may follow for one key or keys of their own; sliding windows,
+// shared keys and token buckets on Gemini are logged, not claimed (Gemini
+// on a token bucket is not run: its refusals name no window). The time
+// against the minimum the limit allows is logged, never asserted.
 func TestPacingMatrix(t *testing.T) {
 	if testing.Short() {
 		t.Skip("pacing matrix: seconds per cell")
@@ -131,7 +133,7 @@ func TestPacingMatrix(t *testing.T) {
 				continue
 			}
 			for _, conc := range []int{1, 16, 64} {
-				for _, keys := range []string{"one", "per-key"} {
+				for _, keys := range []string{"one", "per-key", "org"} {
 					c := pacingCell{model: m, format: f, concurrency: conc, keys: keys}
 					t.Run(fmt.Sprintf("%s/%s/c%d/%s", m, f, conc, keys), func(t *testing.T) {
 						r := runPacingCell(t, c)
@@ -140,7 +142,11 @@ func TestPacingMatrix(t *testing.T) {
 						if r.failed > 0 {
 							t.Errorf("%d of %d requests failed", r.failed, pacingTotal)
 						}
-						if f != providers.FormatGemini && r.limitedLater > 0 {
+						// Keys sharing one organisation's budget on a token
+						// bucket are logged, not claimed: the shared share of a
+						// bucket is still read late at high concurrency.
+						claimed := !(keys == "org" && m == llmtest.TokenBucket)
+						if f != providers.FormatGemini && claimed && r.limitedLater > 0 {
 							t.Errorf("%d 429s after the first window on a provider that reports its limits", r.limitedLater)
 						}
 						// Gemini: its limit is inferred from its 429s; after the
@@ -148,7 +154,7 @@ func TestPacingMatrix(t *testing.T) {
 						// minute on Gemini's per-minute windows). The inference
 						// assumes fixed windows: under a sliding one it is only
 						// logged.
-						if windows := int(r.elapsed/pacingWindow) + 1; f == providers.FormatGemini && m == llmtest.FixedWindow && r.limitedLater > windows {
+						if windows := int(r.elapsed/pacingWindow) + 1; f == providers.FormatGemini && m == llmtest.FixedWindow && keys != "org" && r.limitedLater > windows {
 							t.Errorf("%d 429s after the first window in %d windows on Gemini", r.limitedLater, windows)
 						}
 					})

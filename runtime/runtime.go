@@ -87,10 +87,12 @@ func New(opts ...Option) (*Runtime, error) {
 	}
 	o.tel = o.tel.OrGlobal()
 	rt := &Runtime{groups: map[string]*group{}, aliases: o.aliases, opts: o, logger: logger}
+	peers := map[string]int{} // credentials per endpoint
 	for _, cfg := range o.configs {
 		if err := cfg.Validate(); err != nil {
 			return nil, err
 		}
+		peers[endpoint(cfg)]++
 	}
 	rt.sys = o.system
 	if rt.sys == nil {
@@ -137,7 +139,9 @@ func New(opts ...Option) (*Runtime, error) {
 				return nil, err
 			}
 		} else {
-			c.ref = actors.Spawn(rt.sys, actors.NewCredentialState(cfg.ID, len(g.creds), lim, o.queueSize))
+			st := actors.NewCredentialState(cfg.ID, len(g.creds), lim, o.queueSize)
+			st.ShareEndpoint(peers[endpoint(cfg)])
+			c.ref = actors.Spawn(rt.sys, st)
 		}
 		g.creds = append(g.creds, c)
 	}
