@@ -124,7 +124,7 @@ func (a *sessionActor) onModelDone(msg msgModelDone) {
 	o := &a.m.opt
 	if msg.Err != nil {
 		a.lastModelErr = msg.Err.Error()
-		a.log.Warn("model call failed", slog.Int("turn", t.Turn), slog.Int("step", msg.Step), slog.Int("attempt", msg.Attempt), slog.String("error", a.lastModelErr))
+		a.log.WarnContext(a.trace.ctx(context.Background()), "model call failed", slog.Int("turn", t.Turn), slog.Int("step", msg.Step), slog.Int("attempt", msg.Attempt), slog.String("error", a.lastModelErr))
 		if msg.Attempt >= o.ModelAttempts {
 			a.endTurn(t, TurnFailed, fmt.Sprintf("the model call failed after %d attempts: %s", msg.Attempt, a.lastModelErr))
 			return

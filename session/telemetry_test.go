@@ -2,6 +2,8 @@ package session
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 
@@ -174,4 +176,60 @@ func TestSessionTelemetry(t *testing.T) {
 	if !found {
 		t.Error("no approvals-pending metric")
 	}
+}
+
+// TestSessionLogsCarryTraceIDs: a log line about a turn (a failed model
+// call) carries the turn span's trace id through telemetry.LogHandler.
+func TestSessionLogsCarryTraceIDs(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer tp.Shutdown(context.Background())
+	var logs lockedLog
+	h := newHarness(t, Options{
+		Telemetry: telemetry.New(telemetry.WithTracerProvider(tp)),
+		Logger:    slog.New(telemetry.LogHandler(slog.NewTextHandler(&logs, nil))),
+	})
+	h.srv.Push(llmtest.Step{Fault: &llmtest.Fault{Kind: llmtest.FaultStatus, Status: 500}}, llmtest.Text("done"))
+	h.send("s", "hello")
+	if r := h.wait("s"); r.Status != TurnCompleted {
+		t.Fatalf("turn %+v", r)
+	}
+	if err := h.m.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var turn sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == "invoke_agent" {
+			turn = s
+		}
+	}
+	if turn == nil {
+		t.Fatal("no turn span")
+	}
+	var line string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "model call failed") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, "trace_id="+turn.SpanContext().TraceID().String()) {
+		t.Fatalf("log line %q lacks the turn's trace id %s", line, turn.SpanContext().TraceID())
+	}
+}
+
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
