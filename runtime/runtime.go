@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/chorusrt/chorus/actors"
 	"github.com/chorusrt/chorus/internal/actorkit"
 	"github.com/chorusrt/chorus/llm"
@@ -46,6 +48,8 @@ type Runtime struct {
 	mu     sync.RWMutex
 	closed bool
 	calls  sync.WaitGroup
+
+	gauges metric.Registration // telemetry.go
 }
 
 // group is one provider: its credentials in registration order.
@@ -153,6 +157,7 @@ func New(opts ...Option) (*Runtime, error) {
 			}
 		}
 	}
+	rt.registerGauges()
 	return rt, nil
 }
 
@@ -582,6 +587,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 }
 
 func (rt *Runtime) shutdown() {
+	rt.unregisterGauges()
 	rt.stop()
 	for _, id := range rt.order {
 		for _, c := range rt.groups[id].creds {

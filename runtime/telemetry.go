@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/providers"
 	"github.com/chorusrt/chorus/telemetry"
@@ -106,4 +108,60 @@ func (ct *callTrace) end(res *llm.ChatResult, err error) {
 		meta, usage = res.Meta, res.Usage
 	}
 	ct.tc.End(res, meta, usage, err)
+}
+
+// registerGauges reports, at each metric collection, every credential's
+// admission queue and requests in flight, and where known its learned
+// limits and remaining budget (the runtime's own count since the last
+// headers), named by provider and fingerprint. Unknown values are not
+// reported (invariant 5: no guessed limits).
+func (rt *Runtime) registerGauges() {
+	m := rt.opts.tel.Meter()
+	gauge := func(name, unit, desc string) metric.Int64ObservableGauge {
+		g, _ := m.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		return g
+	}
+	queue := gauge(telemetry.MetricQueueLength, "{request}", "Calls waiting for admission by a credential.")
+	inFlight := gauge(telemetry.MetricInFlight, "{request}", "Admitted calls not yet finished, per credential.")
+	remReq := gauge(telemetry.MetricRemainingReqs, "{request}", "Requests left in the credential's current window, as the runtime counts them.")
+	remTok := gauge(telemetry.MetricRemainingTokens, "{token}", "Tokens left in the credential's current window, as the runtime counts them.")
+	limReq := gauge(telemetry.MetricLimitRequests, "{request}", "The credential's request limit per window, as the provider reported it.")
+	limTok := gauge(telemetry.MetricLimitTokens, "{token}", "The credential's token limit per window, as the provider reported it.")
+	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for _, id := range rt.order {
+			for _, c := range rt.groups[id].creds {
+				at := metric.WithAttributes(telemetry.ProviderName(c.provider), telemetry.AttrCredential.String(c.fp), telemetry.AttrCredentialIdx.Int(c.index))
+				q, f, _ := c.ref.Load()
+				o.ObserveInt64(queue, int64(q), at)
+				o.ObserveInt64(inFlight, int64(f), at)
+				s, err := c.ref.Stats(250 * time.Millisecond)
+				if err != nil {
+					continue
+				}
+				if s.RemainingRequests >= 0 {
+					o.ObserveInt64(remReq, int64(s.RemainingRequests), at)
+				}
+				if s.RemainingTokens >= 0 {
+					o.ObserveInt64(remTok, int64(s.RemainingTokens), at)
+				}
+				if s.RateLimit.HasRequests && s.RateLimit.LimitRequests > 0 {
+					o.ObserveInt64(limReq, int64(s.RateLimit.LimitRequests), at)
+				}
+				if s.RateLimit.HasTokens && s.RateLimit.LimitTokens > 0 {
+					o.ObserveInt64(limTok, int64(s.RateLimit.LimitTokens), at)
+				}
+			}
+		}
+		return nil
+	}, queue, inFlight, remReq, remTok, limReq, limTok)
+	if err == nil {
+		rt.gauges = reg
+	}
+}
+
+// unregisterGauges stops the gauges' callback (Close).
+func (rt *Runtime) unregisterGauges() {
+	if rt.gauges != nil {
+		_ = rt.gauges.Unregister()
+	}
 }

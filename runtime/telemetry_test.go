@@ -405,3 +405,47 @@ func TestSecretsNeverLeak_Telemetry(t *testing.T) {
 		}
 	}
 }
+
+// TestTelemetryCredentialGauges: each credential's queue, in-flight count
+// and the limits its provider reported are gauges named by the
+// credential's fingerprint; a limit never reported is not a gauge value.
+func TestTelemetryCredentialGauges(t *testing.T) {
+	srv := llmtest.NewServer()
+	defer srv.Close()
+	rig := newTelRig(t)
+	rt := newRT(t, WithProvider(openaiCfg(srv, key)), WithTelemetry(rig.tel))
+	srv.Push(llmtest.Step{Reply: &llmtest.Reply{Text: "ok", Header: map[string]string{
+		"x-ratelimit-limit-requests": "100", "x-ratelimit-remaining-requests": "99", "x-ratelimit-reset-requests": "1s",
+	}}})
+	if _, err := rt.Chat(ctxT(t, 5*time.Second), req("openai/m")); err != nil {
+		t.Fatal(err)
+	}
+	rm := rig.metrics(t)
+	gauge := func(name string) (int64, bool) {
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				if m.Name != name {
+					continue
+				}
+				for _, p := range m.Data.(metricdata.Gauge[int64]).DataPoints {
+					if v, ok := p.Attributes.Value("chorus.credential.fingerprint"); ok && v.AsString() == fingerprint(key) {
+						return p.Value, true
+					}
+				}
+			}
+		}
+		return 0, false
+	}
+	if v, ok := gauge(telemetry.MetricLimitRequests); !ok || v != 100 {
+		t.Errorf("limit gauge %d %v", v, ok)
+	}
+	if v, ok := gauge(telemetry.MetricQueueLength); !ok || v != 0 {
+		t.Errorf("queue gauge %d %v", v, ok)
+	}
+	if _, ok := gauge(telemetry.MetricLimitTokens); ok {
+		t.Error("a token limit nobody reported")
+	}
+	if _, ok := gauge(telemetry.MetricRemainingReqs); !ok {
+		t.Error("no remaining-requests gauge")
+	}
+}
