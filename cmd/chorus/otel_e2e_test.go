@@ -335,6 +335,9 @@ func TestBatchTracesInJaeger(t *testing.T) {
 			chat.tag("gen_ai.provider.name") != "sim" || chat.tag("gen_ai.request.model") != "echo" || chat.tag("server.address") != "127.0.0.1" {
 			t.Errorf("line %s chat span %s tags %v", id, chat.OperationName, chat.Tags)
 		}
+		if id == "q1" {
+			t.Logf("line %s: %s %v\n  under %s %v", id, chat.OperationName, chat.Tags, line.OperationName, line.Tags)
+		}
 		if body.Usage.PromptTokens <= 0 || chat.num("gen_ai.usage.input_tokens") != body.Usage.PromptTokens || chat.num("gen_ai.usage.output_tokens") != body.Usage.CompletionTokens {
 			t.Errorf("line %s: span tokens in %d out %d, output line usage %+v", id, chat.num("gen_ai.usage.input_tokens"), chat.num("gen_ai.usage.output_tokens"), body.Usage)
 		}
