@@ -28,7 +28,19 @@
 //
 // Spans: inference (runtime), execute_tool (pipeline.ToolLoop, session
 // tool calls), invoke_agent (a session turn, approvals as events), and a
-// batch job's span with each line's calls linked by custom_id. Metrics:
-// the four gen_ai.client.* histograms with the conventions' buckets, and
-// Chorus's own under chorus.*.
+// batch job's span with each line a trace of its own, linked to it by a
+// span link and named by custom_id. Metrics: the four gen_ai.client.*
+// histograms with the conventions' buckets, and Chorus's own under
+// chorus.* (attempts, retries, 429s, cooldowns, fallbacks, admission
+// wait, tool calls, approvals pending, batch lines, and per credential
+// the queue, in-flight count, reported limits and remaining budget).
+//
+// Across nodes, Inject and Extract carry the W3C trace context in the
+// cluster's protobuf messages whatever global propagator is set. LogHandler
+// adds trace_id and span_id to slog records logged with a span's context.
+//
+// Decisions: a public package (not internal) because session, batch,
+// pipeline and runtime all take a *Telemetry and users build one; one
+// *Telemetry per runtime, manager or job (its instruments are created
+// once); a nil one means the providers that are global at that moment.
 package telemetry
