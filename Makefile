@@ -138,7 +138,7 @@ lint:
 # proto-check regenerates into a temporary directory and fails when the
 # checked-in Go differs (CI runs it).
 PROTO_DIR = cluster/clusterpb
-PROTOC_GEN_GO = google.golang.org/protobuf/cmd/protoc-gen-go@v1.33.0
+PROTOC_GEN_GO = google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 proto-tools:
 	@command -v protoc >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq protobuf-compiler; }
 	@GOBIN=$(CURDIR)/.bin $(GO) install $(PROTOC_GEN_GO)
