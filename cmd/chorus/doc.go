@@ -41,6 +41,12 @@
 //   - Output ids are derived from the custom_id ("batch_req_" + FNV-64),
 //     so a rerun writes the same ids. The body's model is
 //     "provider/model" as the provider named it.
+//   - Telemetry (otel.go): the only place the OpenTelemetry SDK and its
+//     OTLP exporters are linked. Every command installs them as the global
+//     providers when the standard OTEL_* variables ask for an export (an
+//     OTLP endpoint, or OTEL_TRACES_EXPORTER / OTEL_METRICS_EXPORTER=otlp),
+//     read through the command's environment, and flushes them on exit;
+//     the library packages emit through the globals. No flag of its own.
 //   - Exit status: 0 success, 1 an item failed or a line was bad, 2 usage
 //     or setup error (naming the flag, variable or file:line), 130
 //     interrupted.
