@@ -4,9 +4,9 @@ TEST_TIMEOUT ?= 900s
 FUZZTIME     ?= 10m
 PKGS         ?= ./...
 
-.PHONY: test jaeger vet race race-cluster conformance bench bench-check gobench fuzz lint e2e proto proto-check mcp-servers sdk-clients
+.PHONY: test jaeger vet race race-cluster conformance bench bench-check gobench fuzz lint e2e proto proto-check mcp-servers sdk-clients sdk-go
 
-test: mcp-servers sdk-clients jaeger vet race race-cluster conformance
+test: mcp-servers sdk-clients sdk-go jaeger vet race race-cluster conformance
 
 # The MCP reference servers that mcptools' tests start, pinned exactly by
 # mcptools/testdata/npm (package.json and its package-lock.json) and
@@ -54,6 +54,12 @@ sdk-clients:
 		npm ci --prefix $(SDK_NPM_DIR) --no-audit --no-fund --loglevel=error; \
 	fi
 export CHORUS_REQUIRE_SDK = 1
+
+# The official Go SDKs (openai-go, anthropic-sdk-go, google.golang.org/genai)
+# against the gateway, from gateway/sdktest: a module of its own (a replace
+# to ../..), so the root go.mod never requires them.
+sdk-go:
+	cd gateway/sdktest && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 vet:
 	$(GO) vet $(PKGS)

@@ -1,0 +1,283 @@
+package sdktest
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go"
+	aoption "github.com/anthropics/anthropic-sdk-go/option"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"go.uber.org/goleak"
+	"google.golang.org/genai"
+
+	"github.com/chorusrt/chorus/gateway"
+	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/llmtest"
+	"github.com/chorusrt/chorus/providers"
+	"github.com/chorusrt/chorus/runtime"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const providerKey = "sk-provider-SECRET-sdktest"
+
+type fixture struct {
+	up  *llmtest.Server
+	rt  *runtime.Runtime
+	url string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	up := llmtest.NewServer()
+	rt, err := runtime.New(
+		runtime.WithProvider(providers.Config{ID: "openai", Format: providers.FormatOpenAI, BaseURL: up.OpenAIBaseURL(), APIKey: providerKey}),
+		runtime.WithProvider(providers.Config{ID: "anthropic", Format: providers.FormatAnthropic, BaseURL: up.AnthropicBaseURL(), APIKey: providerKey}),
+		runtime.WithProvider(providers.Config{ID: "gemini", Format: providers.FormatGemini, BaseURL: up.GeminiBaseURL(), APIKey: providerKey}),
+		runtime.WithClientOptions(providers.WithRetryPolicy(providers.RetryPolicy{MaxAttempts: 1}), providers.WithTimeout(3*time.Minute), providers.WithIdleTimeout(2*time.Minute)),
+		runtime.WithAlias("gem", "gemini/gemini-2.5-flash"),
+		runtime.WithAlias("gpt", "openai/gpt-4.1-mini"),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := gateway.New(rt, gateway.Options{Keys: []gateway.Key{
+		{Name: "good", SHA256: gateway.HashKey("gk-good")},
+		{Name: "limited", SHA256: gateway.HashKey("gk-limited"), RPM: 1},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := httptest.NewServer(h)
+	t.Cleanup(func() {
+		gw.CloseClientConnections()
+		gw.Close()
+		rt.Close(context.Background())
+		up.Close()
+	})
+	return &fixture{up: up, rt: rt, url: gw.URL}
+}
+
+func (f *fixture) waitNoneInFlight(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		busy := 0
+		for _, s := range f.rt.Stats() {
+			busy += s.InFlight
+		}
+		if busy == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d upstream call(s) outlived their cancelled clients", busy)
+		}
+	}
+}
+
+func stall() llmtest.Step {
+	return llmtest.Fail(llmtest.Fault{Kind: llmtest.FaultStall, After: 1, Stall: 5 * time.Minute, Reply: &llmtest.Reply{Deltas: []string{"first", "never"}}})
+}
+
+func midStream() llmtest.Step {
+	return llmtest.Fail(llmtest.Fault{Kind: llmtest.FaultResetMidStream, After: 2, Reply: &llmtest.Reply{Deltas: []string{"a", "b", "c", "d"}}})
+}
+
+func TestOpenAIGoSDK(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	c := openai.NewClient(option.WithBaseURL(f.url+"/v1"), option.WithAPIKey("gk-good"), option.WithMaxRetries(0))
+	call := llm.ToolCall{ID: "call_1", Name: "get_weather", Arguments: `{"city":"Paris"}`}
+	f.up.Push(llmtest.Text("hello"), llmtest.Deltas("one ", "two"), llmtest.ToolCalls(call), midStream(), stall())
+	user := []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}
+
+	r, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "gpt", Messages: user})
+	if err != nil || r.Choices[0].Message.Content != "hello" {
+		t.Fatalf("buffered: %v %+v", err, r)
+	}
+	s := c.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "openai/gpt-4.1-mini", Messages: user,
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}})
+	acc := openai.ChatCompletionAccumulator{}
+	for s.Next() {
+		acc.AddChunk(s.Current())
+	}
+	if s.Err() != nil || acc.Choices[0].Message.Content != "one two" || acc.Usage.TotalTokens == 0 {
+		t.Fatalf("stream: %v %+v", s.Err(), acc.ChatCompletion)
+	}
+	s = c.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "openai/gpt-4.1-mini", Messages: user,
+		Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{Name: "get_weather", Parameters: openai.FunctionParameters{"type": "object"}})}})
+	acc = openai.ChatCompletionAccumulator{}
+	for s.Next() {
+		acc.AddChunk(s.Current())
+	}
+	if tc := acc.Choices[0].Message.ToolCalls; s.Err() != nil || len(tc) != 1 || tc[0].ID != "call_1" || tc[0].Function.Arguments != call.Arguments {
+		t.Fatalf("tools: %v %+v", s.Err(), acc.ChatCompletion)
+	}
+	s = c.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "openai/gpt-4.1-mini", Messages: user})
+	text := ""
+	for s.Next() {
+		if len(s.Current().Choices) > 0 {
+			text += s.Current().Choices[0].Delta.Content
+		}
+	}
+	if s.Err() == nil || text != "ab" {
+		t.Fatalf("mid-stream failure: text %q err %v", text, s.Err())
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	s = c.Chat.Completions.NewStreaming(cctx, openai.ChatCompletionNewParams{Model: "openai/gpt-4.1-mini", Messages: user})
+	if !s.Next() {
+		t.Fatalf("cancel: no first chunk: %v", s.Err())
+	}
+	cancel()
+	for s.Next() {
+	}
+	s.Close()
+	f.waitNoneInFlight(t)
+
+	e, err := c.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: "openai/text-embedding-3-small", Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: []string{"a", "b"}}})
+	if err != nil || len(e.Data) != 2 || float32(e.Data[1].Embedding[0]) != llmtest.EmbeddingFor("b", len(e.Data[1].Embedding))[0] {
+		t.Fatalf("embeddings: %v %+v", err, e)
+	}
+	page, err := c.Models.List(ctx)
+	if err != nil || len(page.Data) < 2 {
+		t.Fatalf("models: %v %+v", err, page)
+	}
+	var apiErr *openai.Error
+	bad := openai.NewClient(option.WithBaseURL(f.url+"/v1"), option.WithAPIKey("gk-bad"), option.WithMaxRetries(0))
+	_, err = bad.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "gpt", Messages: user})
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 401 {
+		t.Fatalf("auth: %v", err)
+	}
+	lim := openai.NewClient(option.WithBaseURL(f.url+"/v1"), option.WithAPIKey("gk-limited"), option.WithMaxRetries(0))
+	if _, err := lim.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "gpt", Messages: user}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = lim.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "gpt", Messages: user})
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 429 || apiErr.Response.Header.Get("retry-after") == "" {
+		t.Fatalf("429: %v", err)
+	}
+}
+
+func TestAnthropicGoSDK(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	c := anthropic.NewClient(aoption.WithBaseURL(f.url), aoption.WithAPIKey("gk-good"), aoption.WithMaxRetries(0))
+	f.up.Push(llmtest.Respond(llmtest.Reply{Text: "hello", Reasoning: "hm", Signature: "sig-1"}), llmtest.Deltas("one ", "two"), midStream(), stall())
+	msgs := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}
+
+	m, err := c.Messages.New(ctx, anthropic.MessageNewParams{Model: "anthropic/claude-haiku-4-5", MaxTokens: 2048, Messages: msgs,
+		Thinking: anthropic.ThinkingConfigParamOfEnabled(1024)})
+	if err != nil || len(m.Content) != 2 || m.Content[0].Signature != "sig-1" || m.Content[1].Text != "hello" {
+		t.Fatalf("buffered: %v %+v", err, m)
+	}
+	// Streamed, cross-format: an OpenAI-format model behind the Anthropic SDK.
+	s := c.Messages.NewStreaming(ctx, anthropic.MessageNewParams{Model: "gpt", MaxTokens: 100, Messages: msgs})
+	acc := anthropic.Message{}
+	for s.Next() {
+		if err := acc.Accumulate(s.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.Err() != nil || len(acc.Content) != 1 || acc.Content[0].Text != "one two" || acc.StopReason != "end_turn" {
+		t.Fatalf("stream: %v %+v", s.Err(), acc)
+	}
+	s = c.Messages.NewStreaming(ctx, anthropic.MessageNewParams{Model: "anthropic/claude-haiku-4-5", MaxTokens: 100, Messages: msgs})
+	for s.Next() {
+	}
+	if s.Err() == nil {
+		t.Fatal("mid-stream failure: no error")
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	s = c.Messages.NewStreaming(cctx, anthropic.MessageNewParams{Model: "anthropic/claude-haiku-4-5", MaxTokens: 100, Messages: msgs})
+	if !s.Next() {
+		t.Fatalf("cancel: no first event: %v", s.Err())
+	}
+	cancel()
+	for s.Next() {
+	}
+	s.Close()
+	f.waitNoneInFlight(t)
+
+	var apiErr *anthropic.Error
+	bad := anthropic.NewClient(aoption.WithBaseURL(f.url), aoption.WithAPIKey("gk-bad"), aoption.WithMaxRetries(0))
+	_, err = bad.Messages.New(ctx, anthropic.MessageNewParams{Model: "gpt", MaxTokens: 5, Messages: msgs})
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 401 {
+		t.Fatalf("auth: %v", err)
+	}
+	lim := anthropic.NewClient(aoption.WithBaseURL(f.url), aoption.WithAPIKey("gk-limited"), aoption.WithMaxRetries(0))
+	if _, err := lim.Messages.New(ctx, anthropic.MessageNewParams{Model: "gpt", MaxTokens: 5, Messages: msgs}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = lim.Messages.New(ctx, anthropic.MessageNewParams{Model: "gpt", MaxTokens: 5, Messages: msgs})
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 429 {
+		t.Fatalf("429: %v", err)
+	}
+}
+
+func TestGenAIGoSDK(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	newClient := func(key string) *genai.Client {
+		c, err := genai.NewClient(ctx, &genai.ClientConfig{APIKey: key, Backend: genai.BackendGeminiAPI, HTTPOptions: genai.HTTPOptions{BaseURL: f.url}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c := newClient("gk-good")
+	f.up.Push(llmtest.Text("hello"), llmtest.Deltas("one ", "two"), midStream(), stall())
+	r, err := c.Models.GenerateContent(ctx, "gem", genai.Text("hi"), nil)
+	if err != nil || r.Text() != "hello" {
+		t.Fatalf("buffered: %v %+v", err, r)
+	}
+	text := ""
+	for chunk, err := range c.Models.GenerateContentStream(ctx, "gpt", genai.Text("hi"), nil) {
+		if err != nil {
+			t.Fatalf("stream: %v", err)
+		}
+		text += chunk.Text()
+	}
+	if text != "one two" {
+		t.Fatalf("stream text %q", text)
+	}
+	text, err = "", nil
+	for chunk, e := range c.Models.GenerateContentStream(ctx, "gem", genai.Text("hi"), nil) {
+		if e != nil {
+			err = e
+			break
+		}
+		text += chunk.Text()
+	}
+	if err == nil || text != "ab" {
+		t.Fatalf("mid-stream failure: text %q err %v", text, err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	for range c.Models.GenerateContentStream(cctx, "gem", genai.Text("hi"), nil) {
+		cancel()
+		break
+	}
+	cancel()
+	f.waitNoneInFlight(t)
+
+	e, err := c.Models.EmbedContent(ctx, "gem", []*genai.Content{genai.NewContentFromText("a", genai.RoleUser), genai.NewContentFromText("b", genai.RoleUser)}, nil)
+	if err != nil || len(e.Embeddings) != 2 || e.Embeddings[1].Values[0] != llmtest.EmbeddingFor("b", len(e.Embeddings[1].Values))[0] {
+		t.Fatalf("embeddings: %v %+v", err, e)
+	}
+	var apiErr genai.APIError
+	_, err = newClient("gk-bad").Models.GenerateContent(ctx, "gem", genai.Text("hi"), nil)
+	if !errors.As(err, &apiErr) || apiErr.Code != 401 || !strings.Contains(apiErr.Status, "UNAUTHENTICATED") {
+		t.Fatalf("auth: %v", err)
+	}
+	lim := newClient("gk-limited")
+	if _, err := lim.Models.GenerateContent(ctx, "gem", genai.Text("hi"), nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err = lim.Models.GenerateContent(ctx, "gem", genai.Text("hi"), nil)
+	if !errors.As(err, &apiErr) || apiErr.Code != 429 {
+		t.Fatalf("429: %v", err)
+	}
+}
