@@ -3,7 +3,6 @@ package telemetry
 import (
 	"context"
 	"encoding/json"
-	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -381,9 +380,6 @@ func orNull(s string) string {
 	}
 	return s
 }
-
-// itoa is strconv.Itoa, kept for attribute values.
-var itoa = strconv.Itoa
 
 // Tool-span attribute keys beyond the conventions'.
 const (
