@@ -561,10 +561,13 @@ func TestDecodeFaults(t *testing.T) {
 		if !errors.As(err, &de) {
 			t.Errorf("%s oversize line: %v", cfg.ID, err)
 		}
+		// A buffered body cut short is never taken for an answer: it is
+		// retried, and the next answer serves.
+		before := srv.Count()
 		srv.Push(llmtest.Step{Fault: &llmtest.Fault{Kind: llmtest.FaultTruncatedJSON, Reply: &llmtest.Reply{Text: "abc"}}})
-		_, err = c.Chat(ctxT(t), hello())
-		if err == nil {
-			t.Errorf("%s truncated JSON accepted", cfg.ID)
+		res, err := c.Chat(ctxT(t), hello())
+		if err != nil || res.Content == "abc" || srv.Count()-before != 2 {
+			t.Errorf("%s truncated JSON: %v %v after %d requests, want the retried answer", cfg.ID, res, err, srv.Count()-before)
 		}
 	}
 }

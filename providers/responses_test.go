@@ -350,9 +350,10 @@ func TestResponsesFaults(t *testing.T) {
 	if !errors.As(err, &de) {
 		t.Fatalf("oversize line: %v", err)
 	}
+	before = srv.Count()
 	srv.Push(llmtest.Step{Fault: &llmtest.Fault{Kind: llmtest.FaultTruncatedJSON, Reply: &llmtest.Reply{Text: "abc"}}})
-	if _, err := c.Chat(ctxT(t), hello()); err == nil {
-		t.Fatal("truncated JSON accepted")
+	if res, err := c.Chat(ctxT(t), hello()); err != nil || res.Content == "abc" || srv.Count()-before != 2 {
+		t.Fatalf("truncated JSON: %v %v after %d requests, want the retried answer", res, err, srv.Count()-before)
 	}
 
 	// A non-SSE 200 is parsed as the buffered answer and learns buffered mode.
