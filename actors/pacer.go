@@ -42,11 +42,9 @@ type budget struct {
 	// window is the refill period for a static limit (per minute); zero for
 	// a learned limit, whose reset time comes from the provider.
 	window time.Duration
-	// epoch is the last grant made before the latest refill: a report on a
-	// grant up to it describes the previous window and is ignored. used is
-	// what was granted since (requests, or token cost).
-	epoch uint64
-	used  int
+	// used is what was granted since the latest refill (requests, or
+	// token cost).
+	used int
 
 	// The newest report: when it arrived, what it said remained and how
 	// long until whole, and the units granted up to its request.
@@ -83,9 +81,10 @@ type budget struct {
 const bucketScore = 2
 
 // refresh brings the budget up to now: a bucket's level, or a window's
-// refill once its reset has passed. seq is the last grant so far and units
-// the units granted so far.
-func (b *budget) refresh(now time.Time, seq uint64, units, inFlightAfter int) {
+// refill once its reset has passed. units is what was granted so far;
+// inFlightAfter, what is in flight of what was granted after the newest
+// report (what may still land in a fixed window's next window).
+func (b *budget) refresh(now time.Time, units, inFlightAfter int) {
 	if !b.known {
 		return
 	}
@@ -100,7 +99,6 @@ func (b *budget) refresh(now time.Time, seq uint64, units, inFlightAfter int) {
 	if b.resetAt.IsZero() || now.Before(b.resetAt) {
 		return
 	}
-	b.epoch = seq
 	if b.window > 0 { // a static limit: a fixed window of our own
 		b.used = 0
 		b.remaining = b.limit
@@ -370,9 +368,9 @@ func (p *pacer) blocked(cost int, now time.Time) (bool, time.Time) {
 			}
 		}
 	} else {
-		p.reqs.refresh(now, p.seq, int(p.seq), reqsAfter)
+		p.reqs.refresh(now, int(p.seq), reqsAfter)
 	}
-	p.toks.refresh(now, p.seq, p.cum, toksAfter)
+	p.toks.refresh(now, p.cum, toksAfter)
 	if !p.reqs.allows(1) {
 		if p.inf.on {
 			p.inf.starved = true
