@@ -422,7 +422,7 @@ func (p *pacer) release(seq uint64, rl llm.RateLimit, rateLimited bool, retryAft
 	p.observed = true
 	if rl.HasRequests || rl.HasTokens {
 		if p.inf.on { // the provider reports its limits after all
-			p.inf, p.reqs = inference{}, budget{}
+			p.inf, p.reqs = inference{}, budget{peers: p.reqs.peers}
 		}
 		if seq > p.lastReport {
 			p.lastReport = seq
@@ -531,7 +531,7 @@ func (p *pacer) refuse(grantedAt, now time.Time, delay time.Duration) {
 		}
 	}
 	inf.on, inf.end, inf.refusal, inf.starved, inf.clean = true, end, true, false, 0
-	p.reqs = budget{known: true, limit: limit, remaining: 0, resetAt: end.Add(resetMargin), window: inf.period}
+	p.reqs = budget{known: true, limit: limit, remaining: 0, resetAt: end.Add(resetMargin), window: inf.period, peers: p.reqs.peers}
 }
 
 // turn starts an inferred limit's next window at its reset.
