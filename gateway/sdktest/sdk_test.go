@@ -3,6 +3,7 @@ package sdktest
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -30,6 +31,10 @@ type fixture struct {
 	up  *llmtest.Server
 	rt  *runtime.Runtime
 	url string
+	// hc is the HTTP client every SDK in a test uses: its own transport,
+	// whose idle keep-alive connections the cleanup closes, so no SDK
+	// leaves a persistConn read or write loop behind for goleak to find.
+	hc *http.Client
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -54,13 +59,16 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	gw := httptest.NewServer(h)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	hc := &http.Client{Transport: tr}
 	t.Cleanup(func() {
+		tr.CloseIdleConnections()
 		gw.CloseClientConnections()
 		gw.Close()
 		rt.Close(context.Background())
 		up.Close()
 	})
-	return &fixture{up: up, rt: rt, url: gw.URL}
+	return &fixture{up: up, rt: rt, url: gw.URL, hc: hc}
 }
 
 func (f *fixture) waitNoneInFlight(t *testing.T) {
@@ -90,7 +98,7 @@ func midStream() llmtest.Step {
 func TestOpenAIGoSDK(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	c := openai.NewClient(option.WithBaseURL(f.url+"/v1"), option.WithAPIKey("gk-good"), option.WithMaxRetries(0))
+	c := openai.NewClient(option.WithBaseURL(f.url+"/v1"), option.WithAPIKey("gk-good"), option.WithMaxRetries(0), option.WithHTTPClient(f.hc))
 	call := llm.ToolCall{ID: "call_1", Name: "get_weather", Arguments: `{"city":"Paris"}`}
 	f.up.Push(llmtest.Text("hello"), llmtest.Deltas("one ", "two"), llmtest.ToolCalls(call), midStream(), stall())
 	user := []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}
@@ -147,12 +155,12 @@ func TestOpenAIGoSDK(t *testing.T) {
 		t.Fatalf("models: %v %+v", err, page)
 	}
 	var apiErr *openai.Error
-	bad := openai.NewClient(option.WithBaseURL(f.url+"/v1"), option.WithAPIKey("gk-bad"), option.WithMaxRetries(0))
+	bad := openai.NewClient(option.WithBaseURL(f.url+"/v1"), option.WithAPIKey("gk-bad"), option.WithMaxRetries(0), option.WithHTTPClient(f.hc))
 	_, err = bad.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "gpt", Messages: user})
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 401 {
 		t.Fatalf("auth: %v", err)
 	}
-	lim := openai.NewClient(option.WithBaseURL(f.url+"/v1"), option.WithAPIKey("gk-limited"), option.WithMaxRetries(0))
+	lim := openai.NewClient(option.WithBaseURL(f.url+"/v1"), option.WithAPIKey("gk-limited"), option.WithMaxRetries(0), option.WithHTTPClient(f.hc))
 	if _, err := lim.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "gpt", Messages: user}); err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +173,7 @@ func TestOpenAIGoSDK(t *testing.T) {
 func TestAnthropicGoSDK(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	c := anthropic.NewClient(aoption.WithBaseURL(f.url), aoption.WithAPIKey("gk-good"), aoption.WithMaxRetries(0))
+	c := anthropic.NewClient(aoption.WithBaseURL(f.url), aoption.WithAPIKey("gk-good"), aoption.WithMaxRetries(0), aoption.WithHTTPClient(f.hc))
 	f.up.Push(llmtest.Respond(llmtest.Reply{Text: "hello", Reasoning: "hm", Signature: "sig-1"}), llmtest.Deltas("one ", "two"), midStream(), stall())
 	msgs := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}
 
@@ -203,12 +211,12 @@ func TestAnthropicGoSDK(t *testing.T) {
 	f.waitNoneInFlight(t)
 
 	var apiErr *anthropic.Error
-	bad := anthropic.NewClient(aoption.WithBaseURL(f.url), aoption.WithAPIKey("gk-bad"), aoption.WithMaxRetries(0))
+	bad := anthropic.NewClient(aoption.WithBaseURL(f.url), aoption.WithAPIKey("gk-bad"), aoption.WithMaxRetries(0), aoption.WithHTTPClient(f.hc))
 	_, err = bad.Messages.New(ctx, anthropic.MessageNewParams{Model: "gpt", MaxTokens: 5, Messages: msgs})
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 401 {
 		t.Fatalf("auth: %v", err)
 	}
-	lim := anthropic.NewClient(aoption.WithBaseURL(f.url), aoption.WithAPIKey("gk-limited"), aoption.WithMaxRetries(0))
+	lim := anthropic.NewClient(aoption.WithBaseURL(f.url), aoption.WithAPIKey("gk-limited"), aoption.WithMaxRetries(0), aoption.WithHTTPClient(f.hc))
 	if _, err := lim.Messages.New(ctx, anthropic.MessageNewParams{Model: "gpt", MaxTokens: 5, Messages: msgs}); err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +230,7 @@ func TestGenAIGoSDK(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	newClient := func(key string) *genai.Client {
-		c, err := genai.NewClient(ctx, &genai.ClientConfig{APIKey: key, Backend: genai.BackendGeminiAPI, HTTPOptions: genai.HTTPOptions{BaseURL: f.url}})
+		c, err := genai.NewClient(ctx, &genai.ClientConfig{APIKey: key, Backend: genai.BackendGeminiAPI, HTTPClient: f.hc, HTTPOptions: genai.HTTPOptions{BaseURL: f.url}})
 		if err != nil {
 			t.Fatal(err)
 		}
