@@ -9,8 +9,8 @@
 //
 // Every command registers the simulator (package sim) as provider "sim",
 // every credential of the environment (providers.FromEnv) and the
-// providers of --config chorus.yaml. cmd/chorus/README-section.md is the
-// full reference.
+// providers of --config chorus.yaml. The README's "The chorus command"
+// section is the full reference.
 //
 // Decisions:
 //   - Default models. A chat or batch line that names no model uses
