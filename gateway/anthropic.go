@@ -10,14 +10,8 @@ import (
 
 func (h *Handler) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 	const f = formatAnthropic
-	ks, e := h.authenticate(r)
-	if e != nil {
-		h.fail(w, f, e)
-		return
-	}
-	body, e := h.readBody(r)
-	if e != nil {
-		h.fail(w, f, e)
+	ks, body, ok := h.begin(w, r, f)
+	if !ok {
 		return
 	}
 	sm, err := anthropic.DecodeServerMessages(body, false)
@@ -26,45 +20,18 @@ func (h *Handler) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := sm.Chat
-	done, ok := h.call(w, r, f, req.Model, ks)
-	if !ok {
-		return
-	}
 	id := "msg_chorus_" + strconv.FormatInt(h.opts.Now().UnixNano(), 36)
-	if !sm.Stream {
-		res, err := h.rt.Chat(r.Context(), req)
-		if err != nil {
-			done(llm.Usage{})
-			h.fail(w, f, errorFor(err))
-			return
-		}
-		done(res.Usage)
-		if res.ID != "" {
-			id = res.ID
-		}
-		b, err := anthropic.EncodeServerMessage(res, id, req.Model)
-		if err != nil {
-			h.fail(w, f, errorFor(err))
-			return
-		}
-		chorusHeaders(w.Header(), req.Model, &res.Meta)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(b)
-		return
-	}
-	s, err := h.rt.Stream(r.Context(), req)
-	if err != nil {
-		done(llm.Usage{})
-		h.fail(w, f, errorFor(err))
-		return
-	}
-	enc := &anthropicStream{s: anthropic.NewServerStream(id, req.Model)}
-	res, _ := h.pump(w, f, s, enc, func(hd http.Header) { chorusHeaders(hd, req.Model, nil) })
-	if res != nil {
-		done(res.Usage)
-	} else {
-		done(llm.Usage{})
-	}
+	h.serveChat(w, r, ks, req, req.Model, sm.Stream, chatCodec{
+		f:           f,
+		contentType: "application/json",
+		encode: func(res *llm.ChatResult) ([]byte, error) {
+			if res.ID != "" {
+				id = res.ID
+			}
+			return anthropic.EncodeServerMessage(res, id, req.Model)
+		},
+		stream: func() streamEncoder { return &anthropicStream{s: anthropic.NewServerStream(id, req.Model)} },
+	})
 }
 
 type anthropicStream struct{ s *anthropic.ServerStream }
@@ -79,14 +46,8 @@ func (a *anthropicStream) fail(dst []byte, e *Error) []byte {
 // whose provider cannot count is a 400 (never an estimate).
 func (h *Handler) anthropicCountTokens(w http.ResponseWriter, r *http.Request) {
 	const f = formatAnthropic
-	ks, e := h.authenticate(r)
-	if e != nil {
-		h.fail(w, f, e)
-		return
-	}
-	body, e := h.readBody(r)
-	if e != nil {
-		h.fail(w, f, e)
+	ks, body, ok := h.begin(w, r, f)
+	if !ok {
 		return
 	}
 	sm, err := anthropic.DecodeServerMessages(body, true)

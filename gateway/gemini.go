@@ -51,41 +51,14 @@ func (h *Handler) geminiGenerate(w http.ResponseWriter, r *http.Request, model s
 		h.fail(w, f, errorFor(err))
 		return
 	}
-	done, ok := h.call(w, r, f, model, ks)
-	if !ok {
-		return
-	}
-	if !stream {
-		res, err := h.rt.Chat(r.Context(), req)
-		if err != nil {
-			done(llm.Usage{})
-			h.fail(w, f, errorFor(err))
-			return
-		}
-		done(res.Usage)
-		b, err := gemini.EncodeServerGenerate(res, model)
-		if err != nil {
-			h.fail(w, f, errorFor(err))
-			return
-		}
-		chorusHeaders(w.Header(), model, &res.Meta)
-		w.Header().Set("Content-Type", "application/json; charset=UTF-8")
-		_, _ = w.Write(b)
-		return
-	}
-	s, err := h.rt.Stream(r.Context(), req)
-	if err != nil {
-		done(llm.Usage{})
-		h.fail(w, f, errorFor(err))
-		return
-	}
-	enc := &geminiStream{s: gemini.NewServerStream("chorus-"+strconv.FormatInt(h.opts.Now().UnixNano(), 36), model)}
-	res, _ := h.pump(w, f, s, enc, func(hd http.Header) { chorusHeaders(hd, model, nil) })
-	if res != nil {
-		done(res.Usage)
-	} else {
-		done(llm.Usage{})
-	}
+	h.serveChat(w, r, ks, req, model, stream, chatCodec{
+		f:           f,
+		contentType: "application/json; charset=UTF-8",
+		encode:      func(res *llm.ChatResult) ([]byte, error) { return gemini.EncodeServerGenerate(res, model) },
+		stream: func() streamEncoder {
+			return &geminiStream{s: gemini.NewServerStream("chorus-"+strconv.FormatInt(h.opts.Now().UnixNano(), 36), model)}
+		},
+	})
 }
 
 type geminiStream struct{ s *gemini.ServerStream }
@@ -98,14 +71,8 @@ func (g *geminiStream) fail(dst []byte, e *Error) []byte {
 
 func (h *Handler) geminiEmbed(w http.ResponseWriter, r *http.Request, model string, batch bool) {
 	const f = formatGemini
-	ks, e := h.authenticate(r)
-	if e != nil {
-		h.fail(w, f, e)
-		return
-	}
-	body, e := h.readBody(r)
-	if e != nil {
-		h.fail(w, f, e)
+	ks, body, ok := h.begin(w, r, f)
+	if !ok {
 		return
 	}
 	req, err := gemini.DecodeServerEmbed(model, batch, body)

@@ -46,14 +46,8 @@ func chorusHeaders(hd http.Header, model string, meta *llm.ResponseMeta) {
 
 func (h *Handler) openAIChat(w http.ResponseWriter, r *http.Request) {
 	const f = formatOpenAI
-	ks, e := h.authenticate(r)
-	if e != nil {
-		h.fail(w, f, e)
-		return
-	}
-	body, e := h.readBody(r)
-	if e != nil {
-		h.fail(w, f, e)
+	ks, body, ok := h.begin(w, r, f)
+	if !ok {
 		return
 	}
 	sc, err := openai.DecodeServerChat(body)
@@ -62,42 +56,15 @@ func (h *Handler) openAIChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := sc.Chat
-	done, ok := h.call(w, r, f, req.Model, ks)
-	if !ok {
-		return
-	}
 	created := h.opts.Now().Unix()
-	if !sc.Stream {
-		res, err := h.rt.Chat(r.Context(), req)
-		if err != nil {
-			done(llm.Usage{})
-			h.fail(w, f, errorFor(err))
-			return
-		}
-		done(res.Usage)
-		b, err := openai.EncodeServerChat(res, req.Model, created)
-		if err != nil {
-			h.fail(w, f, errorFor(err))
-			return
-		}
-		chorusHeaders(w.Header(), req.Model, &res.Meta)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(b)
-		return
-	}
-	s, err := h.rt.Stream(r.Context(), req)
-	if err != nil {
-		done(llm.Usage{})
-		h.fail(w, f, errorFor(err))
-		return
-	}
-	enc := &openAIStream{s: openai.NewServerStream("chatcmpl-chorus-"+strconv.FormatInt(h.opts.Now().UnixNano(), 36), req.Model, created, sc.IncludeUsage)}
-	res, _ := h.pump(w, f, s, enc, func(hd http.Header) { chorusHeaders(hd, req.Model, nil) })
-	if res != nil {
-		done(res.Usage)
-	} else {
-		done(llm.Usage{})
-	}
+	h.serveChat(w, r, ks, req, req.Model, sc.Stream, chatCodec{
+		f:           f,
+		contentType: "application/json",
+		encode:      func(res *llm.ChatResult) ([]byte, error) { return openai.EncodeServerChat(res, req.Model, created) },
+		stream: func() streamEncoder {
+			return &openAIStream{s: openai.NewServerStream("chatcmpl-chorus-"+strconv.FormatInt(h.opts.Now().UnixNano(), 36), req.Model, created, sc.IncludeUsage)}
+		},
+	})
 }
 
 type openAIStream struct{ s *openai.ServerStream }
@@ -108,14 +75,8 @@ func (o *openAIStream) fail(dst []byte, e *Error) []byte           { return o.s.
 
 func (h *Handler) openAIEmbeddings(w http.ResponseWriter, r *http.Request) {
 	const f = formatOpenAI
-	ks, e := h.authenticate(r)
-	if e != nil {
-		h.fail(w, f, e)
-		return
-	}
-	body, e := h.readBody(r)
-	if e != nil {
-		h.fail(w, f, e)
+	ks, body, ok := h.begin(w, r, f)
+	if !ok {
 		return
 	}
 	req, b64, err := openai.DecodeServerEmbed(body)
