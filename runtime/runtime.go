@@ -505,10 +505,13 @@ func (rt *Runtime) Stream(ctx context.Context, req *llm.ChatRequest) (*llm.Strea
 type Stats struct {
 	Provider   string
 	Credential int
-	Queued     int
-	InFlight   int
-	Requests   int64
-	Failed     int64
+	// Fingerprint names the key without revealing it: the first 16 hex
+	// digits of its SHA-256.
+	Fingerprint string
+	Queued      int
+	InFlight    int
+	Requests    int64
+	Failed      int64
 	// Attempts counts HTTP attempts; Retries those after a call's first.
 	Attempts int64
 	Retries  int64
@@ -537,7 +540,7 @@ func (rt *Runtime) Stats() []Stats {
 				s = actors.AdmissionStats{Provider: id, RemainingRequests: -1, RemainingTokens: -1}
 			}
 			st := Stats{
-				Provider: id, Credential: s.Credential, Queued: s.Queued, InFlight: s.InFlight,
+				Provider: id, Credential: s.Credential, Fingerprint: c.fp, Queued: s.Queued, InFlight: s.InFlight,
 				Requests: s.Requests, Failed: s.Failed, RateLimited: c.rateLimited.Load(), Restarts: s.Restarts,
 				Attempts: c.attempts.Load(), Retries: c.retries.Load(),
 				RateLimit: s.RateLimit, RemainingRequests: s.RemainingRequests, RemainingTokens: s.RemainingTokens, CooldownUntil: s.CooldownUntil,
