@@ -300,10 +300,12 @@ type outcome struct {
 // the first event.
 func (rt *Runtime) place(ctx context.Context, targets []target, cost int, call func(ctx context.Context, c *cred, model string) outcome) error {
 	var lastErr error
-	for _, t := range targets {
+	rep := reportOf(ctx) // report.go; nil unless asked
+	for step, t := range targets {
 	placements:
 		for n := 0; n < rt.opts.placements; n++ {
-			c := t.g.pick(time.Now())
+			now := time.Now()
+			c := t.g.pick(now)
 			seq, err := c.ref.Admit(ctx, cost)
 			if err != nil {
 				switch {
@@ -319,6 +321,9 @@ func (rt *Runtime) place(ctx context.Context, targets []target, cost int, call f
 					return err // overloaded or closed: the caller hears it at once
 				}
 			}
+			if rep != nil {
+				rep.placed(step, t, c, time.Since(now))
+			}
 			cctx := ctx
 			if a, ok := c.ref.(actors.Acceptor); ok {
 				once := false
@@ -331,6 +336,9 @@ func (rt *Runtime) place(ctx context.Context, targets []target, cost int, call f
 			}
 			o := call(cctx, c, t.model)
 			rt.account(c, t, o) // cost.go
+			if rep != nil {
+				rep.priced(rt, t, o)
+			}
 			c.ref.Finish(finished(seq, o))
 			if o.err == nil {
 				return nil
