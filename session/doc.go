@@ -155,6 +155,7 @@
 //	| approvals.go  | AwaitToolApproval: resolutions and deadlines                                                  |
 //	| compact.go    | Compact: the summary step                                                                     |
 //	| view.go       | Snapshot's view of the state and the current step                                             |
+//	| timeline.go   | Sessions (the journal's list) and Timeline/ReadTimeline: the journal decoded for people (the console) |
 //	| idle.go       | idle passivation and reactivation, parked approvals, Passivate, Recover                       |
 //	| events.go     | the bounded event stream                                                                      |
 //	| tool.go       | Tool, Effect, ToolPolicy, ToolRecord, Model                                                   |
