@@ -2,8 +2,10 @@ package gateway
 
 import (
 	"net/http"
+	"strconv"
 
 	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/runtime"
 )
 
 // chatCodec is what a client format brings to serveChat: the three formats
@@ -38,16 +40,19 @@ func (h *Handler) begin(w http.ResponseWriter, r *http.Request, f format) (*keyS
 // serveChat runs one decoded chat request for a client: it checks the
 // model against the key and takes the key's budgets, calls the runtime
 // buffered or streamed, and answers in the client's format. model is the
-// name the client asked for (what the headers report).
+// name the client asked for (what the key is checked against).
 func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, ks *keyState, req *llm.ChatRequest, model string, stream bool, c chatCodec) {
 	done, ok := h.call(w, r, c.f, model, ks)
 	if !ok {
 		return
 	}
+	rep := new(runtime.CallReport)
+	ctx := runtime.WithCallReport(r.Context(), rep)
 	if !stream {
-		res, err := h.rt.Chat(r.Context(), req)
+		res, err := h.rt.Chat(ctx, req)
 		if err != nil {
 			done(llm.Usage{})
+			chorusHeaders(w.Header(), rep, nil)
 			h.fail(w, c.f, errorFor(err))
 			return
 		}
@@ -57,21 +62,52 @@ func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, ks *keyState
 			h.fail(w, c.f, errorFor(err))
 			return
 		}
-		chorusHeaders(w.Header(), model, &res.Meta)
+		chorusHeaders(w.Header(), rep, &res.Meta)
 		w.Header().Set("Content-Type", c.contentType)
 		_, _ = w.Write(b)
 		return
 	}
-	s, err := h.rt.Stream(r.Context(), req)
+	s, err := h.rt.Stream(ctx, req)
 	if err != nil {
 		done(llm.Usage{})
 		h.fail(w, c.f, errorFor(err))
 		return
 	}
-	res, _ := h.pump(w, c.f, s, c.stream(), func(hd http.Header) { chorusHeaders(hd, model, nil) })
+	h.relay(w, c.f, s, c.stream(), rep, done)
+}
+
+// relay pumps a stream with the x-chorus-* headers known at its first
+// event, sends its cost as a trailer when priced, and charges the key.
+func (h *Handler) relay(w http.ResponseWriter, f format, s *llm.Stream, enc streamEncoder, rep *runtime.CallReport, done func(llm.Usage)) {
+	res, _ := h.pump(w, f, s, enc, func(hd http.Header) { chorusHeaders(hd, rep, nil) })
+	// pump returned after the stream's Result: the whole report is final.
+	if rep.Priced {
+		w.Header().Set(http.TrailerPrefix+"x-chorus-cost-usd", strconv.FormatFloat(rep.Cost, 'f', -1, 64))
+	}
 	if res != nil {
 		done(res.Usage)
 	} else {
 		done(llm.Usage{})
+	}
+}
+
+// chorusHeaders names what served a call (or, for a failed one, what was
+// tried last): the x-chorus-* headers. meta (buffered answers only) adds
+// the HTTP attempts of the placement that served.
+func chorusHeaders(hd http.Header, rep *runtime.CallReport, meta *llm.ResponseMeta) {
+	if rep.Attempts == 0 {
+		return // never placed: nothing served
+	}
+	hd.Set("x-chorus-model", rep.Model)
+	hd.Set("x-chorus-provider", rep.Provider)
+	hd.Set("x-chorus-credential", rep.Credential)
+	hd.Set("x-chorus-fallback-step", strconv.Itoa(rep.Step))
+	hd.Set("x-chorus-attempts", strconv.Itoa(rep.Attempts))
+	hd.Set("x-chorus-queue-ms", strconv.FormatFloat(float64(rep.QueueWait.Microseconds())/1000, 'f', 3, 64))
+	if meta != nil && meta.Attempts > 0 {
+		hd.Set("x-chorus-http-attempts", strconv.Itoa(meta.Attempts))
+	}
+	if rep.Priced && meta != nil {
+		hd.Set("x-chorus-cost-usd", strconv.FormatFloat(rep.Cost, 'f', -1, 64))
 	}
 }

@@ -72,9 +72,24 @@
 //
 // Every answer to a keyed request carries the key's own limits in the
 // names the OpenAI SDKs read: x-ratelimit-{limit,remaining,reset}-
-// {requests,tokens} (reset as Go duration text, "45s"). x-chorus-model is
-// the model the client asked for; buffered answers add x-chorus-provider
-// (the provider id that answered) and x-chorus-attempts (HTTP attempts).
+// {requests,tokens} (reset as Go duration text, "45s").
+//
+// Every answer a provider served (or a failed call tried) says how, from
+// the runtime's CallReport:
+//
+//	x-chorus-model          provider/model that served (an alias's target)
+//	x-chorus-provider       its provider id
+//	x-chorus-credential     the credential's fingerprint (a short hash, never the key)
+//	x-chorus-fallback-step  the target's index in the alias's list (0: first)
+//	x-chorus-attempts       placements on a credential, the serving one included
+//	x-chorus-queue-ms       time spent waiting for admission, in milliseconds
+//	x-chorus-http-attempts  HTTP attempts of the serving placement (buffered only)
+//	x-chorus-cost-usd       the answer's cost, when its model is priced
+//
+// A stream's headers are sent before its first byte, so they carry what is
+// known then: model, provider, credential, step, attempts and queue time
+// (final: a stream never falls back after its first event). Its cost, known
+// only at its end, is sent as an HTTP trailer x-chorus-cost-usd.
 //
 // # Errors
 //

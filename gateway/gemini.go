@@ -7,6 +7,7 @@ import (
 
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/providers/gemini"
+	"github.com/chorusrt/chorus/runtime"
 )
 
 // gemini serves POST /v1beta/models/{model}:{method}. The model may hold a
@@ -84,9 +85,11 @@ func (h *Handler) geminiEmbed(w http.ResponseWriter, r *http.Request, model stri
 	if !ok {
 		return
 	}
-	res, err := h.rt.Embed(r.Context(), req)
+	rep := new(runtime.CallReport)
+	res, err := h.rt.Embed(runtime.WithCallReport(r.Context(), rep), req)
 	if err != nil {
 		done(llm.Usage{})
+		chorusHeaders(w.Header(), rep, nil)
 		h.fail(w, f, errorFor(err))
 		return
 	}
@@ -96,7 +99,7 @@ func (h *Handler) geminiEmbed(w http.ResponseWriter, r *http.Request, model stri
 		h.fail(w, f, errorFor(err))
 		return
 	}
-	chorusHeaders(w.Header(), model, &res.Meta)
+	chorusHeaders(w.Header(), rep, &res.Meta)
 	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
 	_, _ = w.Write(b)
 }

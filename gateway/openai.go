@@ -8,6 +8,7 @@ import (
 
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/providers/openai"
+	"github.com/chorusrt/chorus/runtime"
 )
 
 // call is what every endpoint does before calling the runtime: it
@@ -28,20 +29,6 @@ func (h *Handler) call(w http.ResponseWriter, r *http.Request, f format, model s
 		return nil, false
 	}
 	return func(u llm.Usage) { release(u.TotalTokens()) }, true
-}
-
-// chorusHeaders names what served a call.
-func chorusHeaders(hd http.Header, model string, meta *llm.ResponseMeta) {
-	hd.Set("x-chorus-model", model)
-	if meta == nil {
-		return
-	}
-	if meta.Provider != "" {
-		hd.Set("x-chorus-provider", meta.Provider)
-	}
-	if meta.Attempts > 0 {
-		hd.Set("x-chorus-attempts", strconv.Itoa(meta.Attempts))
-	}
 }
 
 func (h *Handler) openAIChat(w http.ResponseWriter, r *http.Request) {
@@ -88,9 +75,11 @@ func (h *Handler) openAIEmbeddings(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	res, err := h.rt.Embed(r.Context(), req)
+	rep := new(runtime.CallReport)
+	res, err := h.rt.Embed(runtime.WithCallReport(r.Context(), rep), req)
 	if err != nil {
 		done(llm.Usage{})
+		chorusHeaders(w.Header(), rep, nil)
 		h.fail(w, f, errorFor(err))
 		return
 	}
@@ -100,7 +89,7 @@ func (h *Handler) openAIEmbeddings(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, f, errorFor(err))
 		return
 	}
-	chorusHeaders(w.Header(), req.Model, &res.Meta)
+	chorusHeaders(w.Header(), rep, &res.Meta)
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(out)
 }

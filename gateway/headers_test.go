@@ -1,0 +1,70 @@
+package gateway_test
+
+import (
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/chorusrt/chorus/gateway"
+	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/llmtest"
+	"github.com/chorusrt/chorus/runtime"
+)
+
+// TestChorusHeaders: a buffered answer names the model, provider,
+// credential fingerprint (never the key) and fallback step that served,
+// the placements made, the admission wait and the cost when priced; a
+// streamed answer sends what is known at its first event in its headers
+// and its cost as a trailer.
+func TestChorusHeaders(t *testing.T) {
+	f := newFixture(t, gateway.Options{}, runtime.WithPrices(llm.Prices{"anthropic/claude-haiku-4-5": {Input: 2, Output: 8}}))
+	// The alias "fast": openai fails (retryable, every HTTP attempt), the
+	// anthropic fallback serves.
+	f.up.Push(llmtest.Step{Fault: &llmtest.Fault{Kind: llmtest.FaultStatus, Status: 503}})
+	f.up.Push(llmtest.Step{Fault: &llmtest.Fault{Kind: llmtest.FaultStatus, Status: 503}})
+	f.up.Push(llmtest.Step{Reply: &llmtest.Reply{Text: "hi", Usage: &llm.Usage{PromptTokens: 1000, CompletionTokens: 500}}})
+	a := f.do(t, "POST", "/v1/chat/completions", `{"model":"fast","messages":[{"role":"user","content":"hi"}]}`)
+	if a.status != 200 {
+		t.Fatalf("status %d: %s", a.status, a.body)
+	}
+	want := map[string]string{
+		"x-chorus-model":         "anthropic/claude-haiku-4-5",
+		"x-chorus-provider":      "anthropic",
+		"x-chorus-fallback-step": "1",
+		"x-chorus-attempts":      "2",
+		"x-chorus-cost-usd":      "0.006",
+	}
+	for k, v := range want {
+		if got := a.header.Get(k); got != v {
+			t.Errorf("%s = %q, want %q", k, got, v)
+		}
+	}
+	fp := a.header.Get("x-chorus-credential")
+	if fp == "" || strings.Contains(fp, providerKey) || strings.Contains(providerKey, fp) {
+		t.Errorf("x-chorus-credential %q: want a fingerprint, never the key", fp)
+	}
+	if q, err := strconv.ParseFloat(a.header.Get("x-chorus-queue-ms"), 64); err != nil || q < 0 {
+		t.Errorf("x-chorus-queue-ms %q", a.header.Get("x-chorus-queue-ms"))
+	}
+
+	// Streamed: the headers at the first byte, the cost as a trailer.
+	f.up.Push(llmtest.Step{Reply: &llmtest.Reply{Deltas: []string{"a", "b"}, Usage: &llm.Usage{PromptTokens: 1000, CompletionTokens: 500}}})
+	req, _ := http.NewRequest("POST", f.url+"/v1/messages", strings.NewReader(`{"model":"anthropic/claude-haiku-4-5","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	resp, err := f.gw.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("x-chorus-model") != "anthropic/claude-haiku-4-5" || resp.Header.Get("x-chorus-fallback-step") != "0" ||
+		resp.Header.Get("x-chorus-attempts") != "1" || resp.Header.Get("x-chorus-credential") != fp || resp.Header.Get("x-chorus-queue-ms") == "" {
+		t.Errorf("stream %d headers %v", resp.StatusCode, resp.Header)
+	}
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Trailer.Get("x-chorus-cost-usd"); got != "0.006" {
+		t.Errorf("stream cost trailer %q (trailers %v)", got, resp.Trailer)
+	}
+}
