@@ -53,7 +53,7 @@ type Progress struct {
 	// Failed the failed ones and bad lines; Skipped those already in the
 	// output; Bad the bad lines.
 	Done, Succeeded, Failed, Skipped, Bad int
-	Tokens                               int64
+	Tokens                                int64
 	// Cost adds up the priced items (Priced counts them): zero and 0 when
 	// nothing is priced.
 	Cost   Cost
