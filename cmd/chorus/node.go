@@ -30,6 +30,7 @@ PostgreSQL.
   --lease-ttl D       how long a dead member's sessions wait before moving
                       (default 3s)
   --config FILE       chorus.yaml: aliases, providers, limits, defaults, sim
+  --metrics-addr H:P  serve Prometheus metrics at http://H:P/metrics
 
 Every member must hold the same provider keys (environment or --config).
 Exit status: 0 after a clean leave on SIGINT/SIGTERM, 2 usage or setup error.
@@ -37,6 +38,7 @@ Exit status: 0 after a clean leave on SIGINT/SIGTERM, 2 usage or setup error.
 
 type nodeOpts struct {
 	name, bind, peers, journal, model, config string
+	metricsAddr                               string
 	leaseTTL                                  time.Duration
 }
 
@@ -51,6 +53,7 @@ func cmdNode(ctx context.Context, e env, args []string) int {
 	fs.StringVar(&o.journal, "journal", "", "")
 	fs.StringVar(&o.model, "model", "", "")
 	fs.StringVar(&o.config, "config", "", "")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "")
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", 3*time.Second, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -67,6 +70,13 @@ func cmdNode(ctx context.Context, e env, args []string) int {
 	}
 	if o.name == "" || o.bind == "" || o.peers == "" {
 		return fail("--cluster, --bind and --peers are required")
+	}
+	if o.metricsAddr != "" { // metrics.go; before the runtime makes its instruments
+		stop, err := serveMetrics(ctx, e, "chorus node", o.metricsAddr)
+		if err != nil {
+			return fail("%v", err)
+		}
+		defer stop()
 	}
 	st, ropts, err := buildStack(e, o.config)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -43,22 +44,14 @@ func setupOTel(ctx context.Context, getenv func(string) string) (shutdown func(c
 	if !traces && !metrics {
 		return nop, nil
 	}
-	ropts := []resource.Option{
-		resource.WithAttributes(semconv.ServiceName("chorus")),
-		resource.WithFromEnv(), // OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES win
-		resource.WithTelemetrySDK(),
+	res, err := otelResource(ctx, getenv)
+	if err != nil {
+		return nil, err
 	}
-	if name := getenv("OTEL_SERVICE_NAME"); name != "" {
-		ropts = append(ropts, resource.WithAttributes(semconv.ServiceName(name)))
-	}
-	res, err := resource.New(ctx, ropts...)
-	if err != nil && res == nil {
-		return nil, fmt.Errorf("OpenTelemetry resource: %w", err)
-	}
-	grpc := strings.EqualFold(protocolOf(getenv, "TRACES"), "grpc")
 	var closers []func(context.Context) error
 	if traces {
 		var exp sdktrace.SpanExporter
+		grpc := strings.EqualFold(protocolOf(getenv, "TRACES"), "grpc")
 		url := endpointOf(getenv, "TRACES", "/v1/traces", grpc)
 		switch {
 		case grpc && url != "":
@@ -78,29 +71,30 @@ func setupOTel(ctx context.Context, getenv func(string) string) (shutdown func(c
 		closers = append(closers, tp.Shutdown)
 	}
 	if metrics {
-		var exp sdkmetric.Exporter
-		mgrpc := strings.EqualFold(protocolOf(getenv, "METRICS"), "grpc")
-		url := endpointOf(getenv, "METRICS", "/v1/metrics", mgrpc)
-		switch {
-		case mgrpc && url != "":
-			exp, err = otlpmetricgrpc.New(ctx, otlpmetricgrpc.WithEndpointURL(url))
-		case mgrpc:
-			exp, err = otlpmetricgrpc.New(ctx)
-		case url != "":
-			exp, err = otlpmetrichttp.New(ctx, otlpmetrichttp.WithEndpointURL(url))
-		default:
-			exp, err = otlpmetrichttp.New(ctx)
-		}
+		reader, err := otlpMetricReader(ctx, getenv)
 		if err != nil {
 			for _, c := range closers {
 				_ = c(ctx)
 			}
 			otel.SetTracerProvider(tracenoop.NewTracerProvider())
-			return nil, fmt.Errorf("OTLP metric exporter: %w", err)
+			return nil, err
 		}
-		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)), sdkmetric.WithResource(res)) // interval from OTEL_METRIC_EXPORT_INTERVAL
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithResource(res)) // interval from OTEL_METRIC_EXPORT_INTERVAL
 		otel.SetMeterProvider(mp)
-		closers = append(closers, mp.Shutdown)
+		otelMeters.Lock()
+		otelMeters.mp, otelMeters.getenv = mp, getenv
+		otelMeters.Unlock()
+		closers = append(closers, func(ctx context.Context) error {
+			// chorus node --metrics-addr may have replaced it (metrics.go).
+			otelMeters.Lock()
+			mp := otelMeters.mp
+			otelMeters.mp, otelMeters.getenv = nil, nil
+			otelMeters.Unlock()
+			if mp == nil {
+				return nil
+			}
+			return mp.Shutdown(ctx)
+		})
 	}
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	return func(ctx context.Context) error {
@@ -113,6 +107,60 @@ func setupOTel(ctx context.Context, getenv func(string) string) (shutdown func(c
 		otel.SetMeterProvider(metricnoop.NewMeterProvider())
 		return errors.Join(errs...)
 	}, nil
+}
+
+// otelMeters is the OTLP meter provider setupOTel installed, and the
+// environment it read, so that a command adding a reader of its own
+// (chorus node --metrics-addr: Prometheus) can replace it by one provider
+// with both readers: an SDK provider takes its readers when it is made.
+// The command replacing it sets mp to the new one, which setupOTel's
+// shutdown then flushes, or to nil when it shut it down itself.
+var otelMeters struct {
+	sync.Mutex
+	mp     *sdkmetric.MeterProvider
+	getenv func(string) string
+}
+
+// otelResource is the service's resource: service.name "chorus" unless
+// OTEL_SERVICE_NAME says otherwise, OTEL_RESOURCE_ATTRIBUTES, and the SDK's
+// own attributes.
+func otelResource(ctx context.Context, getenv func(string) string) (*resource.Resource, error) {
+	ropts := []resource.Option{
+		resource.WithAttributes(semconv.ServiceName("chorus")),
+		resource.WithFromEnv(), // OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES win
+		resource.WithTelemetrySDK(),
+	}
+	if name := getenv("OTEL_SERVICE_NAME"); name != "" {
+		ropts = append(ropts, resource.WithAttributes(semconv.ServiceName(name)))
+	}
+	res, err := resource.New(ctx, ropts...)
+	if err != nil && res == nil {
+		return nil, fmt.Errorf("OpenTelemetry resource: %w", err)
+	}
+	return res, nil
+}
+
+// otlpMetricReader is a periodic reader exporting over OTLP (gRPC or
+// HTTP) as the environment says.
+func otlpMetricReader(ctx context.Context, getenv func(string) string) (sdkmetric.Reader, error) {
+	var exp sdkmetric.Exporter
+	var err error
+	grpc := strings.EqualFold(protocolOf(getenv, "METRICS"), "grpc")
+	url := endpointOf(getenv, "METRICS", "/v1/metrics", grpc)
+	switch {
+	case grpc && url != "":
+		exp, err = otlpmetricgrpc.New(ctx, otlpmetricgrpc.WithEndpointURL(url))
+	case grpc:
+		exp, err = otlpmetricgrpc.New(ctx)
+	case url != "":
+		exp, err = otlpmetrichttp.New(ctx, otlpmetrichttp.WithEndpointURL(url))
+	default:
+		exp, err = otlpmetrichttp.New(ctx)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("OTLP metric exporter: %w", err)
+	}
+	return sdkmetric.NewPeriodicReader(exp), nil
 }
 
 // exporterAsked: OTEL_*_EXPORTER names otlp, or is unset while an

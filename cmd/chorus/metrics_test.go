@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestNodeMetricsEndpoint: chorus node --metrics-addr serves its
+// OpenTelemetry metrics in the Prometheus format at /metrics over
+// loopback. After a batch ran its calls on the member, the scrape holds
+// the GenAI client metrics and Chorus's own, and neither the member's
+// provider key nor any message content.
+func TestNodeMetricsEndpoint(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and starts a cluster member")
+	}
+	bin := buildChorus(t)
+	addrs := freePairs(t, 1)
+	const key = "sk-metrics-test-KEY-0123456789"
+	cmd := exec.Command(bin, "node", "--cluster", "metricstest", "--bind", addrs[0], "--peers", addrs[0], "--metrics-addr", "127.0.0.1:0")
+	cmd.Env = cleanEnv("OPENAI_API_KEY=" + key)
+	n := &chorusNode{addr: addrs[0], cmd: cmd, done: make(chan struct{}), out: &lockedBuffer{}}
+	cmd.Stderr = n.out
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		re := regexp.MustCompile(`metrics at (http://\S+/metrics)`)
+		var url string
+		for sc.Scan() {
+			fmt.Fprintln(n.out, sc.Text())
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				url = m[1]
+			}
+			if url != "" && strings.Contains(sc.Text(), "member of") {
+				ready <- url
+			}
+		}
+		_ = cmd.Wait()
+		close(n.done)
+	}()
+	var url string
+	select {
+	case url = <-ready:
+	case <-n.done:
+		t.Fatalf("chorus node exited: %s", n.out.String())
+	case <-time.After(60 * time.Second):
+		n.kill()
+		t.Fatalf("chorus node not ready after 60s: %s", n.out.String())
+	}
+	defer n.stop(t)
+
+	in := writeInput(t,
+		chatLine("a", "sim/echo", "a secret prompt"),
+		chatLine("b", "sim/echo", "another secret prompt"),
+	)
+	out := filepath.Join(t.TempDir(), "out.jsonl")
+	batch := exec.Command(bin, "batch", "-i", in, "-o", out, "--cluster", "metricstest", "--peers", addrs[0])
+	batch.Env = cleanEnv()
+	if b, err := batch.CombinedOutput(); err != nil {
+		t.Fatalf("batch over the member: %v\n%s", err, b)
+	}
+	if got := readOutput(t, out); len(got) != 2 {
+		t.Fatalf("%d lines out, want 2", len(got))
+	}
+
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	page := string(body)
+	for _, name := range []string{
+		"gen_ai_client_operation_duration_seconds_bucket",
+		"gen_ai_client_token_usage_bucket",
+		`gen_ai_operation_name="chat"`,
+		"chorus_",
+	} {
+		if !strings.Contains(page, name) {
+			t.Errorf("no %s in the scrape:\n%s", name, page)
+		}
+	}
+	if strings.Contains(page, key) || strings.Contains(page, "secret prompt") {
+		t.Error("the scrape holds the key or message content")
+	}
+}
