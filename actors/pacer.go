@@ -112,6 +112,13 @@ func (b *budget) refresh(now time.Time, units, inFlightAfter int) {
 		b.used = inFlightAfter
 	}
 	b.remaining = max(b.limit/int(b.share())-b.used, 0)
+	if b.shared && b.peers > 1 && b.fixed < bucketScore {
+		// A budget other keys draw on, not known to be a fixed window:
+		// its reset may be a shared bucket's "full" instant, which the
+		// others' traffic keeps moving. One request finds out where it
+		// stands before any burst.
+		b.remaining = min(b.remaining, 1)
+	}
 	b.resetAt = time.Time{}
 	b.refilled = true
 }
@@ -240,6 +247,12 @@ func (b *budget) classify(units, limit, remaining int, reset time.Duration, now 
 	tol := 0.005 + 0.02*reset.Seconds()
 	nlo, nhi := max(b.lo, lo), min(b.hi, hi)
 	agree := nlo <= nhi*1.02 && moved > tol && math.Abs(moved-expect) <= 0.5*expect+tol
+	if b.shared && b.peers > 1 {
+		// Other keys draw on a shared bucket too: the full instant moves by
+		// their grants as well as ours, so it moves at least by ours and at
+		// most by every key's share of it.
+		agree = nlo <= nhi*1.02 && moved > tol && moved >= 0.5*expect-tol && moved <= 1.5*expect*float64(b.peers)+tol
+	}
 	still := math.Abs(moved) <= tol && remaining < b.repRemain
 	switch {
 	case agree:
@@ -417,6 +430,7 @@ func (p *pacer) release(seq uint64, rl llm.RateLimit, rateLimited bool, retryAft
 	if !ok {
 		return
 	}
+
 	delete(p.grants, seq)
 	p.inFlight--
 	p.observed = true
@@ -461,6 +475,14 @@ func (p *pacer) release(seq uint64, rl llm.RateLimit, rateLimited bool, retryAft
 		// read wrong: back to windows until the reports agree again.
 		for _, b := range []*budget{&p.reqs, &p.toks} {
 			if !b.known {
+				continue
+			}
+			if b.shared && b.peers > 1 && b.rate > 0 {
+				// A bucket shared with other keys: the refusal says they
+				// drew on it faster than the reports showed, not that it
+				// is no bucket. It is empty now and refills from the
+				// cooldown's end.
+				b.level, b.levelAt, b.remaining = 0, p.cooldownUntil, 0
 				continue
 			}
 			b.rate, b.score = 0, min(b.score, 0)

@@ -283,3 +283,51 @@ func TestPacerInfersAHeaderlessLimit(t *testing.T) {
 		t.Fatal("a sixth request admitted in a window that lets five through")
 	}
 }
+
+// TestPacerSharedBucket: a bucket another key of the organisation draws
+// on. Its full instant moves by both keys' charges, so reports agreeing on
+// a rate still read as a bucket; a 429 on it (the other key drew faster
+// than the reports showed) empties it until the cooldown ends without
+// forgetting the rate; and a window-read shared budget at its reset lets
+// one request find out where it stands, never a burst.
+func TestPacerSharedBucket(t *testing.T) {
+	now := time.Now()
+	p := newPacer(Limits{}, now)
+	p.reqs.peers, p.reqs.shared = 2, true
+	// A bucket of 40 refilling at 20 per second; the other key charges as
+	// much as this one, so after this key's n-th charge 2n are gone.
+	var at time.Time
+	for n := 1; n <= 5; n++ {
+		at = now.Add(time.Duration(n) * time.Millisecond)
+		s := p.grant(1)
+		p.release(s, llm.RateLimit{HasRequests: true, LimitRequests: 40, RemainingRequests: 40 - 2*n, ResetRequests: time.Duration(2*n) * 50 * time.Millisecond}, false, 0, false, at)
+	}
+	if p.reqs.rate <= 0 || p.reqs.rate > 20 {
+		t.Fatalf("rate %v: a shared bucket not read as one (want a rate up to 20/s)", p.reqs.rate)
+	}
+	s := p.grant(1)
+	p.release(s, llm.RateLimit{}, true, 100*time.Millisecond, false, at)
+	if p.reqs.rate <= 0 {
+		t.Fatal("a 429 on a shared bucket forgot its rate")
+	}
+	if b, _ := p.blocked(1, at.Add(50*time.Millisecond)); !b {
+		t.Fatal("admitted during the cooldown")
+	}
+	// Half a second after the cooldown this key's half of the refill is
+	// back: about 5, never the whole bucket.
+	p.blocked(1, at.Add(600*time.Millisecond))
+	if r := p.reqs.remaining; r < 3 || r > 5 {
+		t.Fatalf("500ms after the cooldown: remaining %d, want 3-5 (half of 10)", r)
+	}
+
+	// Read as a window (no agreeing rate yet), the shared budget's reset
+	// lets one request through, not limit/2.
+	q := newPacer(Limits{}, now)
+	q.reqs.peers, q.reqs.shared = 2, true
+	s = q.grant(1)
+	q.release(s, llm.RateLimit{HasRequests: true, LimitRequests: 20, RemainingRequests: 0, ResetRequests: 100 * time.Millisecond}, false, 0, false, now)
+	q.blocked(1, now.Add(200*time.Millisecond))
+	if r := q.reqs.remaining; r != 1 {
+		t.Fatalf("at a shared window's reset: remaining %d, want 1 (a probe)", r)
+	}
+}

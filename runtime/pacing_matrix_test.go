@@ -115,14 +115,15 @@ func runPacingCell(t *testing.T, c pacingCell) pacingResult {
 // and Gemini formats at concurrency 1, 16 and 64, with one key, two keys
 // with budgets of their own, and two keys sharing one organisation's
 // budget. Every request must succeed. On the formats that report their
-// limits no 429 may come after the first window, except for keys sharing a
-// token bucket, which are logged, not claimed. Gemini reports nothing and
-// its per-minute 429 is pacing, not exhausted quota: under fixed windows,
-// once its limit is inferred from the first window's 429s, at most two 429s
-// per window (usually one) may follow for one key or keys of their own; sliding windows,
-// shared keys and token buckets on Gemini are logged, not claimed (Gemini
-// on a token bucket is not run: its refusals name no window). The time
-// against the minimum the limit allows is logged, never asserted.
+// limits no 429 may come after the first window, keys sharing a token
+// bucket included. Gemini reports nothing and its per-minute 429 is
+// pacing, not exhausted quota: once its limit is inferred from the first
+// window's 429s, at most two 429s per window (usually one) may follow
+// under fixed windows for one key or keys of their own, and at most three
+// per window under sliding windows or for keys sharing an organisation's
+// limit (Gemini on a token bucket is not run: its refusals name no
+// window). The time against the minimum the limit allows is logged, never
+// asserted.
 func TestPacingMatrix(t *testing.T) {
 	if testing.Short() {
 		t.Skip("pacing matrix: seconds per cell")
@@ -142,20 +143,21 @@ func TestPacingMatrix(t *testing.T) {
 						if r.failed > 0 {
 							t.Errorf("%d of %d requests failed", r.failed, pacingTotal)
 						}
-						// Keys sharing one organisation's budget on a token
-						// bucket are logged, not claimed: the shared share of a
-						// bucket is still read late at high concurrency.
-						claimed := !(keys == "org" && m == llmtest.TokenBucket)
-						if f != providers.FormatGemini && claimed && r.limitedLater > 0 {
+						if f != providers.FormatGemini && r.limitedLater > 0 {
 							t.Errorf("%d 429s after the first window on a provider that reports its limits", r.limitedLater)
 						}
 						// Gemini: its limit is inferred from its 429s; after the
 						// first window at most two per window, usually one (a
-						// handful per minute on Gemini's per-minute windows). The inference
-						// assumes fixed windows: under a sliding one it is only
-						// logged.
-						if windows := int(r.elapsed/pacingWindow) + 1; f == providers.FormatGemini && m == llmtest.FixedWindow && keys != "org" && r.limitedLater > 2*windows {
-							t.Errorf("%d 429s after the first window in %d windows on Gemini", r.limitedLater, windows)
+						// handful per minute on Gemini's per-minute windows).
+						// The inference assumes fixed windows of one key's own:
+						// a sliding window, or another key drawing on the same
+						// limit, may cost one more.
+						perWindow := 2
+						if m != llmtest.FixedWindow || keys == "org" {
+							perWindow = 3
+						}
+						if windows := int(r.elapsed/pacingWindow) + 1; f == providers.FormatGemini && r.limitedLater > perWindow*windows {
+							t.Errorf("%d 429s after the first window in %d windows on Gemini (at most %d a window)", r.limitedLater, windows, perWindow)
 						}
 					})
 				}
