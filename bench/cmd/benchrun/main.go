@@ -21,6 +21,7 @@ import (
 	"github.com/chorusrt/chorus/bench/internal/server"
 	"github.com/chorusrt/chorus/bench/internal/soak"
 	"github.com/chorusrt/chorus/bench/internal/sysinfo"
+	"github.com/chorusrt/chorus/llmtest"
 )
 
 // params are the sizes of every scenario.
@@ -38,8 +39,8 @@ type params struct {
 	FanStep    time.Duration
 	FanStreams int
 
-	RLRequests, RLConc, RLRequestsPerWindow, RLTokensPerWindow, RLCompletion int
-	RLWindow                                                                 time.Duration
+	RLRequests, RLConc, RLLimit, RLRuns int
+	RLWindow                            time.Duration
 
 	BatchRequests, BatchConc int
 
@@ -53,7 +54,7 @@ func fullParams() params {
 		E2EDeltas:    1000, E2EStreams: 10,
 		ConcSizes: []int{1000, 10000}, ConcDeltas: []int{200, 50}, ConcFlush: 10,
 		FanStep: 2 * time.Millisecond, FanStreams: 20,
-		RLRequests: 2000, RLConc: 64, RLRequestsPerWindow: 500, RLTokensPerWindow: 30000, RLCompletion: 16, RLWindow: time.Second,
+		RLRequests: 200, RLConc: 16, RLLimit: 40, RLWindow: 500 * time.Millisecond, RLRuns: 1,
 		BatchRequests: 10000, BatchConc: 256,
 		Soak: soak.Config{Duration: 45 * time.Second, Streams: 2000, FaultRate: 0.05},
 	}
@@ -66,7 +67,7 @@ func quickParams() params {
 	p.E2EStreams = 3
 	p.ConcSizes, p.ConcDeltas = []int{100, 1000}, []int{100, 50}
 	p.FanStreams = 5
-	p.RLRequests, p.RLRequestsPerWindow, p.RLTokensPerWindow, p.RLWindow = 600, 200, 12000, 500*time.Millisecond
+	p.RLRequests, p.RLLimit, p.RLWindow = 80, 20, 300*time.Millisecond
 	p.BatchRequests = 2000
 	p.Soak = soak.Config{Duration: 10 * time.Second, Streams: 300, FaultRate: 0.05}
 	return p
@@ -323,7 +324,7 @@ func (r *runner) spawn(job scenario.Job) scenario.Result {
 
 // measure runs job runs times (a fresh child each time) and keeps the
 // median of every value; a run that fails makes the row fail.
-func (r *runner) measure(scn, group string, job scenario.Job, runs int, before func(), after func(*scenario.Result)) Row {
+func (r *runner) measure(scn, group string, job scenario.Job, runs int, before func(*scenario.Job), after func(*scenario.Result)) Row {
 	row := Row{Scenario: scn, Group: group, Client: job.Client, Format: job.Format, Values: map[string]float64{}}
 	if len(r.clients) > 0 && !slices.Contains(r.clients, row.Spec().Label()) {
 		return row
@@ -331,7 +332,7 @@ func (r *runner) measure(scn, group string, job scenario.Job, runs int, before f
 	samples := map[string][]float64{}
 	for i := range runs {
 		if before != nil {
-			before()
+			before(&job)
 		}
 		t0 := time.Now()
 		res := r.spawn(job)
@@ -437,7 +438,7 @@ func (r *runner) concurrent() {
 		d := r.p.ConcDeltas[i]
 		for _, s := range crossClients(true) {
 			job := scenario.Job{Scenario: "concurrent", Client: s.Name, Format: s.Format, BaseURL: r.srv.URL, Deltas: d, Streams: n, Timeout: 4 * time.Minute}
-			r.measure("concurrent", group, job, r.p.MacroRuns, func() {
+			r.measure("concurrent", group, job, r.p.MacroRuns, func(*scenario.Job) {
 				r.srv.SetMode(server.Mode{Deltas: d, FlushEvery: r.p.ConcFlush})
 			}, nil)
 		}
@@ -469,48 +470,95 @@ func (r *runner) fanout() {
 	}
 }
 
-// rlMinimum is the theoretical minimum wall time of the rate-limited run:
-// the windows needed to admit every request, the last one started.
-func (r *runner) rlMinimum(cost float64) (perWindow int, windows int, min time.Duration) {
-	perWindow = r.p.RLRequestsPerWindow
-	if cost > 0 {
-		perWindow = int(math.Min(float64(perWindow), math.Floor(float64(r.p.RLTokensPerWindow)/cost)))
-	}
-	perWindow = max(perWindow, 1)
-	windows = (r.p.RLRequests + perWindow - 1) / perWindow
-	return perWindow, windows, time.Duration(windows-1) * r.p.RLWindow
+// rlModel is one limiter model of scenario 5: the limit llmtest's server
+// enforces, the format whose headers and 429s it speaks, and the keys the
+// clients hold.
+type rlModel struct {
+	Name   string
+	Format corpus.Format
+	Limit  llmtest.RateLimit
+	Keys   []string
+	// Headers says whether the format reports its limits (every model
+	// but Gemini's).
+	Headers bool
 }
 
-func (r *runner) rateLimit() {
-	specs := []clients.Spec{
-		{Name: "chorus-runtime", Format: corpus.OpenAI}, {Name: "chorus", Format: corpus.OpenAI},
-		{Name: "openai-go", Format: corpus.OpenAI}, {Name: "go-openai", Format: corpus.OpenAI},
-		{Name: "langchaingo", Format: corpus.OpenAI}, {Name: "eino", Format: corpus.OpenAI},
-		{Name: "chorus-runtime", Format: corpus.Anthropic}, {Name: "anthropic-sdk", Format: corpus.Anthropic},
-		{Name: "chorus-runtime", Format: corpus.Gemini}, {Name: "genai", Format: corpus.Gemini},
+// rlModels are scenario 5's limiter models, at the run's sizes.
+func (r *runner) rlModels() []rlModel {
+	rl := func(m llmtest.LimiterModel) llmtest.RateLimit {
+		return llmtest.RateLimit{Requests: r.p.RLLimit, Window: r.p.RLWindow, Model: m}
 	}
-	mode := server.Mode{RateLimit: server.RateLimit{Requests: r.p.RLRequestsPerWindow, Tokens: r.p.RLTokensPerWindow, Completion: r.p.RLCompletion, Window: r.p.RLWindow}}
-	for _, s := range specs {
-		job := scenario.Job{Scenario: "ratelimit", Client: s.Name, Format: s.Format, BaseURL: r.srv.URL, Requests: r.p.RLRequests, Concurrency: r.p.RLConc, MaxTokens: r.p.RLCompletion, Timeout: 2 * time.Minute}
-		r.measure("ratelimit", fmt.Sprintf("%d requests", r.p.RLRequests), job, r.p.MacroRuns, func() { r.srv.SetMode(mode) }, func(res *scenario.Result) {
-			st := r.srv.Stats()
-			if res.Values == nil {
-				res.Values = map[string]float64{}
-			}
-			pw, w, min := r.rlMinimum(st.TokenCost)
-			res.Values["limited"] = float64(st.Limited)
-			res.Values["limited_after_first"] = float64(st.LimitedAfterFirst)
-			res.Values["token_cost"] = st.TokenCost
-			res.Values["per_window"] = float64(pw)
-			res.Values["windows"] = float64(w)
-			res.Values["min_s"] = min.Seconds()
-			if !st.LastAdmitted.IsZero() {
-				res.Values["server_span_s"] = st.LastAdmitted.Sub(st.First).Seconds()
-			}
-			if min > 0 {
-				res.Values["ratio"] = res.Values["wall_s"] / min.Seconds()
-			}
-		})
+	org := rl(llmtest.TokenBucket)
+	org.Orgs = map[string]string{"k-org-1": "org-bench", "k-org-2": "org-bench", "k-org-3": "org-bench"}
+	return []rlModel{
+		{Name: "fixed window (OpenAI headers)", Format: corpus.OpenAI, Limit: rl(llmtest.FixedWindow), Headers: true},
+		{Name: "token bucket (OpenAI headers)", Format: corpus.OpenAI, Limit: rl(llmtest.TokenBucket), Headers: true},
+		{Name: "sliding window (OpenAI headers)", Format: corpus.OpenAI, Limit: rl(llmtest.SlidingWindow), Headers: true},
+		{Name: "Anthropic (token bucket, anthropic-ratelimit-*)", Format: corpus.Anthropic, Limit: rl(llmtest.TokenBucket), Headers: true},
+		{Name: "Gemini per-minute quota (fixed window, no headers)", Format: corpus.Gemini, Limit: rl(llmtest.FixedWindow)},
+		{Name: "3 keys of one organisation (OpenAI token bucket)", Format: corpus.OpenAI, Limit: org, Keys: []string{"k-org-1", "k-org-2", "k-org-3"}, Headers: true},
+	}
+}
+
+// rlMinimum is the least wall time the limit allows for n requests: a
+// fixed or sliding window admits the limit per window, so the last
+// request can start after ⌈n ÷ limit⌉ − 1 windows; a bucket starts full
+// and then refills the limit per window, so (n − limit) ÷ limit windows.
+// Keys of one organisation share one budget.
+func rlMinimum(m llmtest.LimiterModel, limit, n int, w time.Duration) time.Duration {
+	if m == llmtest.TokenBucket {
+		return time.Duration(float64(max(n-limit, 0)) / float64(limit) * float64(w))
+	}
+	return time.Duration(math.Ceil(float64(n)/float64(limit))-1) * w
+}
+
+// rlClients are the clients of a limiter model's format: Chorus through
+// the runtime and the peers as their users write them.
+func rlClients(f corpus.Format) []string {
+	switch f {
+	case corpus.Anthropic:
+		return []string{"chorus-runtime", "anthropic-sdk"}
+	case corpus.Gemini:
+		return []string{"chorus-runtime", "genai"}
+	}
+	return []string{"chorus-runtime", "openai-go", "go-openai"}
+}
+
+// rateLimit is scenario 5: for each limiter model, a fresh llmtest server
+// enforcing it per run (its limiter is the root module's), every client of
+// the model's format sending the same requests; 429s are counted at the
+// server.
+func (r *runner) rateLimit() {
+	for _, m := range r.rlModels() {
+		for _, c := range rlClients(m.Format) {
+			var srv *llmtest.Server
+			job := scenario.Job{Scenario: "ratelimit", Client: c, Format: m.Format, Requests: r.p.RLRequests, Concurrency: r.p.RLConc, Keys: m.Keys, Timeout: 2 * time.Minute}
+			r.measure("ratelimit", m.Name, job, r.p.RLRuns, func(j *scenario.Job) {
+				srv = llmtest.NewServer(llmtest.WithRateLimit(m.Limit))
+				j.BaseURL = srv.URL
+			}, func(res *scenario.Result) {
+				defer srv.Close()
+				if res.Values == nil {
+					res.Values = map[string]float64{}
+				}
+				t0 := time.Unix(0, int64(res.Values["t0_unix_ns"]))
+				limited, after := 0, 0
+				for _, at := range srv.RateLimitedAt() {
+					limited++
+					if at.Sub(t0) > m.Limit.Window {
+						after++
+					}
+				}
+				min := rlMinimum(m.Limit.Model, m.Limit.Requests, r.p.RLRequests, m.Limit.Window)
+				res.Values["limited"] = float64(limited)
+				res.Values["limited_after_first"] = float64(after)
+				res.Values["requests_at_server"] = float64(srv.Count())
+				res.Values["min_s"] = min.Seconds()
+				if min > 0 {
+					res.Values["ratio"] = res.Values["wall_s"] / min.Seconds()
+				}
+			})
+		}
 	}
 }
 

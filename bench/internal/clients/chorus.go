@@ -37,7 +37,9 @@ type chorus struct {
 }
 
 func newChorus(f corpus.Format, o Options, callback bool) (Client, error) {
-	c, err := providers.New(ChorusConfig(f, o.BaseURL), providers.WithHTTPClient(o.HTTP))
+	cfg := ChorusConfig(f, o.BaseURL)
+	cfg.APIKey = providers.Secret(o.key())
+	c, err := providers.New(cfg, providers.WithHTTPClient(o.HTTP))
 	if err != nil {
 		return nil, err
 	}
@@ -91,16 +93,25 @@ type chorusRuntime struct {
 }
 
 // NewRuntime builds a runtime over format f's provider at baseURL with
-// the benchmark's HTTP client and extra options.
+// the benchmark's HTTP client and extra options: one credential per key of
+// o.APIKeys (one key, "k", by default).
 func NewRuntime(f corpus.Format, baseURL string, o Options, extra ...runtime.Option) (*runtime.Runtime, error) {
 	o.defaults()
-	cfg := ChorusConfig(f, baseURL)
-	opts := append([]runtime.Option{
-		runtime.WithProvider(cfg),
+	keys := o.APIKeys
+	if len(keys) == 0 {
+		keys = []string{o.key()}
+	}
+	var opts []runtime.Option
+	for _, k := range keys {
+		cfg := ChorusConfig(f, baseURL)
+		cfg.APIKey = providers.Secret(k)
+		opts = append(opts, runtime.WithProvider(cfg))
+	}
+	opts = append(opts,
 		runtime.WithClientOptions(providers.WithHTTPClient(o.HTTP)),
-		runtime.WithQueueSize(1 << 16),
-	}, extra...)
-	return runtime.New(opts...)
+		runtime.WithQueueSize(1<<16),
+	)
+	return runtime.New(append(opts, extra...)...)
 }
 
 func newRuntime(f corpus.Format, o Options) (Client, error) {

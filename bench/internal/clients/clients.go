@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"sync/atomic"
 
 	"github.com/chorusrt/chorus/bench/internal/corpus"
 )
@@ -33,6 +34,19 @@ type Options struct {
 	// Prompt is the user message (default "Say hi"). Every library keeps
 	// its default retry behaviour: the benchmarks never change it.
 	Prompt string
+	// APIKeys are the keys to send (default one key, "k"). With several,
+	// Chorus's runtime gets one credential per key; every other client is
+	// built once per key and its calls go round-robin over them, as a user
+	// with several keys writes it.
+	APIKeys []string
+}
+
+// key is the first API key.
+func (o Options) key() string {
+	if len(o.APIKeys) == 0 {
+		return "k"
+	}
+	return o.APIKeys[0]
 }
 
 func (o *Options) defaults() {
@@ -131,7 +145,43 @@ func New(name string, f corpus.Format, o Options) (Client, error) {
 		return nil, fmt.Errorf("clients: %s does not speak the %s format", name, f)
 	}
 	o.defaults()
-	return fa.new(f, o)
+	if len(o.APIKeys) <= 1 || name == "chorus-runtime" {
+		return fa.new(f, o)
+	}
+	m := &multi{}
+	for _, k := range o.APIKeys {
+		ko := o
+		ko.APIKeys = []string{k}
+		c, err := fa.new(f, ko)
+		if err != nil {
+			m.Close()
+			return nil, err
+		}
+		m.cs = append(m.cs, c)
+	}
+	return m, nil
+}
+
+// multi spreads calls round-robin over one client per API key.
+type multi struct {
+	cs   []Client
+	next atomic.Uint64
+}
+
+func (m *multi) pick() Client { return m.cs[(m.next.Add(1)-1)%uint64(len(m.cs))] }
+
+func (m *multi) Stream(ctx context.Context, model string, delta func(string)) error {
+	return m.pick().Stream(ctx, model, delta)
+}
+
+func (m *multi) Chat(ctx context.Context, model string) (string, error) {
+	return m.pick().Chat(ctx, model)
+}
+
+func (m *multi) Close() {
+	for _, c := range m.cs {
+		c.Close()
+	}
 }
 
 // Exact reports whether the client reports exactly one delta per text

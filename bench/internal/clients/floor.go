@@ -68,12 +68,12 @@ func (fl *floor) request(ctx context.Context, model string, stream bool) (*http.
 	req.Header.Set("Content-Type", "application/json")
 	switch fl.f {
 	case corpus.Anthropic:
-		req.Header.Set("X-Api-Key", "k")
+		req.Header.Set("X-Api-Key", fl.o.key())
 		req.Header.Set("Anthropic-Version", "2023-06-01")
 	case corpus.Gemini:
-		req.Header.Set("X-Goog-Api-Key", "k")
+		req.Header.Set("X-Goog-Api-Key", fl.o.key())
 	default:
-		req.Header.Set("Authorization", "Bearer k")
+		req.Header.Set("Authorization", "Bearer "+fl.o.key())
 	}
 	return req, nil
 }

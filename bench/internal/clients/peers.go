@@ -29,7 +29,7 @@ type openAIGo struct {
 func newOpenAIGo(_ corpus.Format, o Options) (Client, error) {
 	c := openaigo.NewClient(
 		openaigoopt.WithBaseURL(o.BaseURL+"/v1/"),
-		openaigoopt.WithAPIKey("k"),
+		openaigoopt.WithAPIKey(o.key()),
 		openaigoopt.WithHTTPClient(o.HTTP),
 	)
 	return &openAIGo{c: c, o: o}, nil
@@ -75,7 +75,7 @@ type goOpenAI struct {
 }
 
 func newGoOpenAI(_ corpus.Format, o Options) (Client, error) {
-	cfg := goopenai.DefaultConfig("k")
+	cfg := goopenai.DefaultConfig(o.key())
 	cfg.BaseURL = o.BaseURL + "/v1"
 	cfg.HTTPClient = o.HTTP
 	return &goOpenAI{c: goopenai.NewClientWithConfig(cfg), o: o}, nil
@@ -131,7 +131,7 @@ type langchain struct {
 }
 
 func newLangchain(_ corpus.Format, o Options) (Client, error) {
-	l, err := lcopenai.New(lcopenai.WithToken("k"), lcopenai.WithBaseURL(o.BaseURL+"/v1"), lcopenai.WithHTTPClient(o.HTTP), lcopenai.WithModel("default"))
+	l, err := lcopenai.New(lcopenai.WithToken(o.key()), lcopenai.WithBaseURL(o.BaseURL+"/v1"), lcopenai.WithHTTPClient(o.HTTP), lcopenai.WithModel("default"))
 	if err != nil {
 		return nil, wrap("langchaingo", err)
 	}
@@ -173,7 +173,7 @@ type eino struct {
 func newEino(_ corpus.Format, o Options) (Client, error) {
 	mt := o.MaxTokens
 	cm, err := einoopenai.NewChatModel(context.Background(), &einoopenai.ChatModelConfig{
-		APIKey:     "k",
+		APIKey:     o.key(),
 		BaseURL:    o.BaseURL + "/v1",
 		Model:      "default",
 		HTTPClient: o.HTTP,
@@ -225,7 +225,7 @@ type anthropicSDK struct {
 func newAnthropic(_ corpus.Format, o Options) (Client, error) {
 	c := anthropic.NewClient(
 		anthropicopt.WithBaseURL(o.BaseURL+"/"),
-		anthropicopt.WithAPIKey("k"),
+		anthropicopt.WithAPIKey(o.key()),
 		anthropicopt.WithHTTPClient(o.HTTP),
 	)
 	return &anthropicSDK{c: c, o: o}, nil
@@ -275,7 +275,7 @@ type genAI struct {
 
 func newGenAI(_ corpus.Format, o Options) (Client, error) {
 	c, err := genai.NewClient(context.Background(), &genai.ClientConfig{
-		APIKey:      "k",
+		APIKey:      o.key(),
 		Backend:     genai.BackendGeminiAPI,
 		HTTPClient:  o.HTTP,
 		HTTPOptions: genai.HTTPOptions{BaseURL: o.BaseURL + "/", APIVersion: "v1beta"},

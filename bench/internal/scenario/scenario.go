@@ -35,8 +35,9 @@ type Job struct {
 	Requests    int           `json:"requests"`
 	Concurrency int           `json:"concurrency"`
 	MaxTokens   int           `json:"max_tokens"`
-	Mixed       bool          `json:"mixed"`   // fanout: Chorus over three formats
-	Timeout     time.Duration `json:"timeout"` // whole job
+	Mixed       bool          `json:"mixed"`          // fanout: Chorus over three formats
+	Keys        []string      `json:"keys,omitempty"` // API keys (default one)
+	Timeout     time.Duration `json:"timeout"`        // whole job
 }
 
 // Result is what a child reports: named values (medians over the
@@ -149,7 +150,7 @@ func (c *counter) check(name string, want int) error {
 }
 
 func newClient(job Job, hc *http.Client) (clients.Client, error) {
-	return clients.New(job.Client, job.Format, clients.Options{BaseURL: job.BaseURL, HTTP: hc, MaxTokens: job.MaxTokens})
+	return clients.New(job.Client, job.Format, clients.Options{BaseURL: job.BaseURL, HTTP: hc, MaxTokens: job.MaxTokens, APIKeys: job.Keys})
 }
 
 // memTransport answers every request from memory with one body.
@@ -511,7 +512,9 @@ func fanout(ctx context.Context, job Job, res *Result) error {
 
 // rateLimited is scenario 5: job.Requests buffered requests from
 // job.Concurrency workers against a rate-limited server. Failures are
-// counted by kind; 429s are counted at the server by the parent.
+// counted by kind; 429s are counted at the server by the parent, which
+// tells those after the first window from t0_unix_ns, the instant the
+// first request was about to leave (same machine, same wall clock).
 func rateLimited(ctx context.Context, job Job, res *Result) error {
 	hc := clients.NewHTTPClient(job.Concurrency + 16)
 	c, err := newClient(job, hc)
@@ -525,6 +528,7 @@ func rateLimited(ctx context.Context, job Job, res *Result) error {
 	next := make(chan struct{})
 	var wg sync.WaitGroup
 	t0 := time.Now()
+	res.set("t0_unix_ns", float64(t0.UnixNano()))
 	for range job.Concurrency {
 		wg.Add(1)
 		go func() {

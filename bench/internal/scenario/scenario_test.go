@@ -1,12 +1,14 @@
 package scenario
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/chorusrt/chorus/bench/internal/clients"
 	"github.com/chorusrt/chorus/bench/internal/corpus"
 	"github.com/chorusrt/chorus/bench/internal/server"
+	"github.com/chorusrt/chorus/llmtest"
 )
 
 var allClients = []string{"floor-bare", "floor-extract", "chorus", "chorus-cb", "chorus-runtime", "openai-go", "go-openai", "langchaingo", "eino", "anthropic-sdk", "genai"}
@@ -59,28 +61,50 @@ func TestEveryClientEveryScenario(t *testing.T) {
 	}
 }
 
-// TestRateLimitedRuntimePaces checks scenario 5's server and the
-// runtime's pacing at a toy size: every request completes, and no 429
-// is sent after the first window.
+// TestRateLimitedRuntimePaces checks scenario 5 against llmtest's
+// limiter at a toy size: through the runtime every request succeeds, and
+// on a fixed window that reports its limits no 429 comes after the first
+// window; a client without retries (go-openai) loses exactly the refused
+// calls, which the server counts; with several keys of one organisation
+// the peers go round-robin over one client per key.
 func TestRateLimitedRuntimePaces(t *testing.T) {
-	srv, err := server.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rl := llmtest.RateLimit{Requests: 20, Window: 300 * time.Millisecond}
+	srv := llmtest.NewServer(llmtest.WithRateLimit(rl))
 	defer srv.Close()
-	srv.SetMode(server.Mode{RateLimit: server.RateLimit{Requests: 40, Tokens: 4000, Completion: 16, Window: 300 * time.Millisecond}})
-	res := Run(Job{Scenario: "ratelimit", Client: "chorus-runtime", Format: corpus.OpenAI, BaseURL: srv.URL, Requests: 100, Concurrency: 16, MaxTokens: 16, Timeout: 30 * time.Second})
-	st := srv.Stats()
-	if res.Err != "" || res.Values["ok"] != 100 {
+	res := Run(Job{Scenario: "ratelimit", Client: "chorus-runtime", Format: corpus.OpenAI, BaseURL: srv.URL, Requests: 60, Concurrency: 8, Timeout: 30 * time.Second})
+	if res.Err != "" || res.Values["ok"] != 60 {
 		t.Fatalf("%v %v", res.Err, res.Values)
 	}
-	if st.Admitted != 100 || st.LimitedAfterFirst != 0 {
-		t.Errorf("server: %+v", st)
+	t0 := time.Unix(0, int64(res.Values["t0_unix_ns"]))
+	for _, at := range srv.RateLimitedAt() {
+		if at.Sub(t0) > rl.Window {
+			t.Errorf("429 at %v after the start, past the first window", at.Sub(t0))
+		}
 	}
+
 	// A client without retries meets 429s and reports them as failures.
-	srv.SetMode(server.Mode{RateLimit: server.RateLimit{Requests: 40, Window: time.Minute}})
-	res = Run(Job{Scenario: "ratelimit", Client: "go-openai", Format: corpus.OpenAI, BaseURL: srv.URL, Requests: 60, Concurrency: 4, Timeout: 30 * time.Second})
-	if res.Values["ok"] != 40 || res.Values["failed_429"] != 20 || srv.Stats().Limited != 20 {
-		t.Errorf("go-openai: %v, server %+v", res.Values, srv.Stats())
+	srv2 := llmtest.NewServer(llmtest.WithRateLimit(llmtest.RateLimit{Requests: 20, Window: time.Minute}))
+	defer srv2.Close()
+	res = Run(Job{Scenario: "ratelimit", Client: "go-openai", Format: corpus.OpenAI, BaseURL: srv2.URL, Requests: 30, Concurrency: 4, Timeout: 30 * time.Second})
+	if res.Values["ok"] != 20 || res.Values["failed_429"] != 10 || srv2.RateLimited() != 10 {
+		t.Errorf("go-openai: %v, server sent %d 429s", res.Values, srv2.RateLimited())
+	}
+
+	// Several keys of one organisation: one budget, every key used.
+	keys := []string{"k-a", "k-b", "k-c"}
+	srv3 := llmtest.NewServer(llmtest.WithRateLimit(llmtest.RateLimit{Requests: 12, Window: time.Minute, Orgs: map[string]string{"k-a": "o", "k-b": "o", "k-c": "o"}}))
+	defer srv3.Close()
+	res = Run(Job{Scenario: "ratelimit", Client: "go-openai", Format: corpus.OpenAI, BaseURL: srv3.URL, Requests: 15, Concurrency: 3, Keys: keys, Timeout: 30 * time.Second})
+	if res.Values["ok"] != 12 || srv3.RateLimited() != 3 {
+		t.Errorf("go-openai, 3 keys of one organisation: %v, server sent %d 429s", res.Values, srv3.RateLimited())
+	}
+	seen := map[string]int{}
+	for _, r := range srv3.Requests() {
+		seen[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]++
+	}
+	for _, k := range keys {
+		if seen[k] != 5 {
+			t.Errorf("key %s sent %d requests, want 5 (round-robin): %v", k, seen[k], seen)
+		}
 	}
 }

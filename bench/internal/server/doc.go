@@ -16,4 +16,10 @@
 // Mode.FaultRate injects faults for the soak test: error statuses (429
 // with retry-after, 500, 503), connection resets before the headers and
 // mid-stream, premature ends, malformed lines and stalls.
+//
+// Rate limits are not emulated here: scenario 5 runs against
+// llmtest.Server with llmtest.WithRateLimit, the root module's limiter
+// models (fixed window, token bucket, sliding window; per key or per
+// organisation; each format's real headers and 429 bodies), so that the
+// benchmarks and the runtime's own tests meet one implementation.
 package server

@@ -30,9 +30,6 @@ type Mode struct {
 	FaultRate float64
 	// Stall is how long a stall fault stays silent mid-stream.
 	Stall time.Duration
-	// RateLimit, when its Window is set, enforces requests and tokens per
-	// fixed window (see RateLimit).
-	RateLimit RateLimit
 }
 
 // Fault kinds injected with Mode.FaultRate, in the order they are drawn.
@@ -64,7 +61,6 @@ type Server struct {
 
 	requests atomic.Int64
 	faults   [numFaults]atomic.Int64
-	rl       limiter
 	wg       sync.WaitGroup
 }
 
@@ -100,7 +96,6 @@ func (s *Server) SetMode(m Mode) {
 		corpus.BufferedOf(f)
 	}
 	s.mode.Store(&m)
-	s.rl.reset(m.RateLimit)
 	s.gateMu.Lock()
 	s.gate = make(chan struct{})
 	s.gateMu.Unlock()
@@ -226,10 +221,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h := w.Header()
 	h.Set("X-Request-Id", "req_bench_"+strconv.FormatInt(s.requests.Load(), 10))
-	if m.RateLimit.Window > 0 && !s.rl.admit(h, f, buf.Len()) {
-		writeRateLimited(w, f, h.Get("Retry-After-Ms"))
-		return
-	}
 	switch fault {
 	case Fault429:
 		h.Set("Retry-After", "1")
