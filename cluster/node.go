@@ -26,6 +26,7 @@ import (
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/runtime"
 	"github.com/chorusrt/chorus/session"
+	"github.com/chorusrt/chorus/telemetry"
 )
 
 // Config configures a node.
@@ -68,6 +69,10 @@ type Config struct {
 	RefreshInterval time.Duration
 	// Logger receives Chorus's and Proto.Actor's log lines (default: none).
 	Logger *slog.Logger
+	// Telemetry traces session calls: a CLIENT span on the calling node,
+	// a SERVER span on the session's node, one trace (sessiontrace.go).
+	// Nil: Sessions.Telemetry, else the global providers.
+	Telemetry *telemetry.Telemetry
 }
 
 // Node is one member (or client) of a Chorus cluster.
@@ -82,6 +87,8 @@ type Node struct {
 
 	budgets  *budgets
 	sessions *sessionHost
+	telOnce  sync.Once
+	tel      *telemetry.Telemetry
 
 	streamID atomic.Uint64
 	rr       atomic.Uint64

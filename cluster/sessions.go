@@ -9,12 +9,14 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/chorusrt/chorus/cluster/clusterpb"
 	"github.com/chorusrt/chorus/internal/actorkit"
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/session"
 	"github.com/chorusrt/chorus/store"
+	"github.com/chorusrt/chorus/telemetry"
 )
 
 // Sessions in a cluster are grains of kind chorus-session keyed by session
@@ -233,6 +235,12 @@ func (g *sessionGrain) Receive(c actor.Context) {
 
 func (g *sessionGrain) handle(c actor.Context, m *clusterpb.SessionRequest) {
 	h, sender := g.h, c.Sender()
+	// The request runs under its SERVER span, in the caller's trace
+	// (sessiontrace.go); lease touches are not traced.
+	pctx, span := telemetry.Extract(h.n.base, m.TraceContext), trace.SpanFromContext(context.Background())
+	if m.Op != "touch" {
+		pctx, span = h.n.startSessionSpan(pctx, trace.SpanKindServer, m.Session, m.Op)
+	}
 	reply := func(v any, err error) {
 		r := &clusterpb.SessionReply{Err: toFailure(err)}
 		if err == nil && v != nil {
@@ -241,12 +249,13 @@ func (g *sessionGrain) handle(c actor.Context, m *clusterpb.SessionRequest) {
 		if sender != nil {
 			send(c.ActorSystem(), sender, r)
 		}
+		endSessionSpan(span, err)
 	}
 	if g.id == "" || m.Session != g.id {
 		reply(nil, &llm.ConfigError{Field: "session", Msg: "does not match the grain"})
 		return
 	}
-	ctx, cancel := context.WithTimeout(h.n.base, 30*time.Second)
+	ctx, cancel := context.WithTimeout(pctx, 30*time.Second)
 	defer cancel()
 	if err := h.acquire(ctx, g.id); err != nil {
 		reply(nil, fmt.Errorf("cluster: session %q: %w", g.id, err))
@@ -283,7 +292,7 @@ func (g *sessionGrain) handle(c actor.Context, m *clusterpb.SessionRequest) {
 		}
 		go func() {
 			defer h.n.wg.Done()
-			reply(h.m.Wait(h.n.base, g.id))
+			reply(h.m.Wait(pctx, g.id))
 		}()
 	case "follow":
 		recv := fromRef(m.Receiver)
@@ -291,8 +300,9 @@ func (g *sessionGrain) handle(c actor.Context, m *clusterpb.SessionRequest) {
 			reply(nil, &llm.ConfigError{Field: "receiver", Msg: "missing"})
 			return
 		}
-		p := newProducer(h.n.base, m.Stream, recv, int(m.Window), h.followBody(g.id, m.After))
+		p := newProducer(pctx, m.Stream, recv, int(m.Window), h.followBody(g.id, m.After))
 		c.Spawn(actor.PropsFromProducer(func() actor.Actor { return p }))
+		endSessionSpan(span, nil) // the follow is set up; its events flow on
 	default:
 		reply(nil, &llm.ConfigError{Field: "op", Msg: fmt.Sprintf("unknown session operation %q", m.Op)})
 	}
@@ -332,7 +342,13 @@ func (n *Node) Sessions() *Sessions { return &Sessions{n: n} }
 // reply. retry: the request may be asked again of the next activation
 // when the grain's node is lost (it is idempotent); otherwise ErrNodeLost
 // is returned and the outcome is unknown.
-func (n *Node) sessionCall(ctx context.Context, id string, req *clusterpb.SessionRequest, retry bool) ([]byte, error) {
+func (n *Node) sessionCall(ctx context.Context, id string, req *clusterpb.SessionRequest, retry bool) (_ []byte, err error) {
+	if req.Op != "touch" {
+		var span trace.Span
+		ctx, span = n.startSessionSpan(ctx, trace.SpanKindClient, id, req.Op)
+		defer func() { endSessionSpan(span, err) }()
+		req.TraceContext = telemetry.Inject(ctx)
+	}
 	for try := 0; ; try++ {
 		pid := n.grain(id, kindSession)
 		if pid == nil {
@@ -450,12 +466,22 @@ func (s *Sessions) Events(ctx context.Context, id string, after uint64) (<-chan 
 		defer close(done)
 		defer close(out)
 		defer cancel()
+		sctx, span := s.n.startSessionSpan(ctx, trace.SpanKindClient, id, "follow")
+		var err error
+		defer func() {
+			if errors.Is(err, context.Canceled) { // the follower stopped
+				err = nil
+			}
+			endSessionSpan(span, err)
+		}()
 		pid := s.n.grain(id, kindSession)
 		if pid == nil {
+			err = errNoMembers
 			return
 		}
-		_, err := s.n.runFlow(fctx, pid, func(sid uint64, recv *actor.PID) {
-			sendAs(s.n.sys, pid, &clusterpb.SessionRequest{Session: id, Op: "follow", After: after, Receiver: toRef(recv), Window: defaultWindow, Stream: sid}, recv)
+		tc := telemetry.Inject(sctx)
+		_, err = s.n.runFlow(fctx, pid, func(sid uint64, recv *actor.PID) {
+			sendAs(s.n.sys, pid, &clusterpb.SessionRequest{Session: id, Op: "follow", After: after, Receiver: toRef(recv), Window: defaultWindow, Stream: sid, TraceContext: tc}, recv)
 		}, func(b *clusterpb.DeltaBatch) bool {
 			for _, it := range b.Items {
 				var ev session.Event

@@ -1621,10 +1621,13 @@ type SessionRequest struct {
 	Approved    bool   `protobuf:"varint,5,opt,name=approved,proto3" json:"approved,omitempty"`
 	Reason      string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
 	// follow: events after this seq go to receiver, window batches ahead.
-	After         uint64 `protobuf:"varint,7,opt,name=after,proto3" json:"after,omitempty"`
-	Receiver      *Ref   `protobuf:"bytes,8,opt,name=receiver,proto3" json:"receiver,omitempty"`
-	Window        int32  `protobuf:"varint,9,opt,name=window,proto3" json:"window,omitempty"`
-	Stream        uint64 `protobuf:"varint,10,opt,name=stream,proto3" json:"stream,omitempty"`
+	After    uint64 `protobuf:"varint,7,opt,name=after,proto3" json:"after,omitempty"`
+	Receiver *Ref   `protobuf:"bytes,8,opt,name=receiver,proto3" json:"receiver,omitempty"`
+	Window   int32  `protobuf:"varint,9,opt,name=window,proto3" json:"window,omitempty"`
+	Stream   uint64 `protobuf:"varint,10,opt,name=stream,proto3" json:"stream,omitempty"`
+	// trace_context is the caller's W3C trace context, as in StreamOpen:
+	// the session node's span of the request joins the caller's trace.
+	TraceContext  map[string]string `protobuf:"bytes,11,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1727,6 +1730,13 @@ func (x *SessionRequest) GetStream() uint64 {
 		return x.Stream
 	}
 	return 0
+}
+
+func (x *SessionRequest) GetTraceContext() map[string]string {
+	if x != nil {
+		return x.TraceContext
+	}
+	return nil
 }
 
 type SessionReply struct {
@@ -1914,7 +1924,7 @@ const file_chorus_cluster_proto_rawDesc = "" +
 	"\tCallReply\x12\x1f\n" +
 	"\vresult_json\x18\x01 \x01(\fR\n" +
 	"resultJson\x12,\n" +
-	"\x03err\x18\x02 \x01(\v2\x1a.chorus.cluster.v1.FailureR\x03err\"\xa9\x02\n" +
+	"\x03err\x18\x02 \x01(\v2\x1a.chorus.cluster.v1.FailureR\x03err\"\xc4\x03\n" +
 	"\x0eSessionRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x0e\n" +
 	"\x02op\x18\x02 \x01(\tR\x02op\x12!\n" +
@@ -1926,7 +1936,11 @@ const file_chorus_cluster_proto_rawDesc = "" +
 	"\breceiver\x18\b \x01(\v2\x16.chorus.cluster.v1.RefR\breceiver\x12\x16\n" +
 	"\x06window\x18\t \x01(\x05R\x06window\x12\x16\n" +
 	"\x06stream\x18\n" +
-	" \x01(\x04R\x06stream\"P\n" +
+	" \x01(\x04R\x06stream\x12X\n" +
+	"\rtrace_context\x18\v \x03(\v23.chorus.cluster.v1.SessionRequest.TraceContextEntryR\ftraceContext\x1a?\n" +
+	"\x11TraceContextEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"P\n" +
 	"\fSessionReply\x12\x12\n" +
 	"\x04json\x18\x01 \x01(\fR\x04json\x12,\n" +
 	"\x03err\x18\x02 \x01(\v2\x1a.chorus.cluster.v1.FailureR\x03errB.Z,github.com/chorusrt/chorus/cluster/clusterpbb\x06proto3"
@@ -1943,7 +1957,7 @@ func file_chorus_cluster_proto_rawDescGZIP() []byte {
 	return file_chorus_cluster_proto_rawDescData
 }
 
-var file_chorus_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_chorus_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_chorus_cluster_proto_goTypes = []any{
 	(*Ref)(nil),                // 0: chorus.cluster.v1.Ref
 	(*Failure)(nil),            // 1: chorus.cluster.v1.Failure
@@ -1972,6 +1986,7 @@ var file_chorus_cluster_proto_goTypes = []any{
 	(*SessionReply)(nil),       // 24: chorus.cluster.v1.SessionReply
 	nil,                        // 25: chorus.cluster.v1.StreamOpen.TraceContextEntry
 	nil,                        // 26: chorus.cluster.v1.CallRequest.TraceContextEntry
+	nil,                        // 27: chorus.cluster.v1.SessionRequest.TraceContextEntry
 }
 var file_chorus_cluster_proto_depIdxs = []int32{
 	6,  // 0: chorus.cluster.v1.AdmitRequest.seen:type_name -> chorus.cluster.v1.RateLimit
@@ -1989,12 +2004,13 @@ var file_chorus_cluster_proto_depIdxs = []int32{
 	26, // 12: chorus.cluster.v1.CallRequest.trace_context:type_name -> chorus.cluster.v1.CallRequest.TraceContextEntry
 	1,  // 13: chorus.cluster.v1.CallReply.err:type_name -> chorus.cluster.v1.Failure
 	0,  // 14: chorus.cluster.v1.SessionRequest.receiver:type_name -> chorus.cluster.v1.Ref
-	1,  // 15: chorus.cluster.v1.SessionReply.err:type_name -> chorus.cluster.v1.Failure
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	27, // 15: chorus.cluster.v1.SessionRequest.trace_context:type_name -> chorus.cluster.v1.SessionRequest.TraceContextEntry
+	1,  // 16: chorus.cluster.v1.SessionReply.err:type_name -> chorus.cluster.v1.Failure
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_chorus_cluster_proto_init() }
@@ -2008,7 +2024,7 @@ func file_chorus_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_chorus_cluster_proto_rawDesc), len(file_chorus_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
