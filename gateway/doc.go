@@ -15,6 +15,11 @@
 //	POST /v1/chat/completions   buffered, or SSE chunks with "stream":true
 //	                            (tools, tool_choice, response_format,
 //	                            stream_options.include_usage)
+//	POST /v1/responses          the Responses API, stateless: buffered, or
+//	                            its SSE events with "stream":true (function
+//	                            tools, reasoning items with encrypted_content
+//	                            replayed, text.format); previous_response_id,
+//	                            conversation and background are refused (400)
 //	POST /v1/embeddings         input as a string or strings; float or base64
 //	GET  /v1/models             the runtime's aliases, then every provider's
 //	                            models as provider/model
@@ -107,7 +112,9 @@
 // Nothing is written before the stream's first event, so until then the
 // runtime's retries and fallbacks apply and a failure is an ordinary error
 // answer. After it, a failure is an in-band error event in the client's
-// format (OpenAI: data: {"error":{...}} with no [DONE]; Anthropic: event:
+// format (OpenAI: data: {"error":{...}} with no [DONE]; Responses: event:
+// error with code and message at its top level and nested under "error",
+// with no response.completed; Anthropic: event:
 // error with no message_stop; Gemini: data: {"error":{code, message,
 // status}} with no finishReason), never a silently
 // truncated stream. A client that disconnects cancels the upstream call at

@@ -114,6 +114,7 @@ func (h *Handler) Authenticated() bool { return len(h.keys) > 0 }
 
 func (h *Handler) routes() {
 	h.mux.HandleFunc("POST /v1/chat/completions", h.openAIChat)
+	h.mux.HandleFunc("POST /v1/responses", h.openAIResponses)
 	h.mux.HandleFunc("POST /v1/embeddings", h.openAIEmbeddings)
 	h.mux.HandleFunc("GET /v1/models", h.openAIModels)
 	h.mux.HandleFunc("POST /v1/messages", h.anthropicMessages)

@@ -54,6 +54,41 @@ func (h *Handler) openAIChat(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// openAIResponses serves POST /v1/responses, statelessly: the client sends
+// the whole conversation (reasoning items with their encrypted content)
+// and nothing is stored.
+func (h *Handler) openAIResponses(w http.ResponseWriter, r *http.Request) {
+	const f = formatOpenAI
+	ks, body, ok := h.begin(w, r, f)
+	if !ok {
+		return
+	}
+	sr, err := openai.DecodeServerResponses(body)
+	if err != nil {
+		h.fail(w, f, errorFor(err))
+		return
+	}
+	req := sr.Chat
+	created := h.opts.Now().Unix()
+	id := "resp_chorus" + strconv.FormatInt(h.opts.Now().UnixNano(), 36)
+	h.serveChat(w, r, ks, req, req.Model, sr.Stream, chatCodec{
+		f:           f,
+		contentType: "application/json",
+		encode:      func(res *llm.ChatResult) ([]byte, error) { return sr.EncodeServerResponse(res, id, req.Model, created) },
+		stream: func() streamEncoder {
+			return &responsesStream{s: sr.NewServerResponsesStream(id, req.Model, created)}
+		},
+	})
+}
+
+type responsesStream struct{ s *openai.ServerResponsesStream }
+
+func (o *responsesStream) event(dst []byte, ev *llm.Event) []byte     { return o.s.Event(dst, ev) }
+func (o *responsesStream) end(dst []byte, res *llm.ChatResult) []byte { return o.s.End(dst, res) }
+func (o *responsesStream) fail(dst []byte, e *Error) []byte {
+	return o.s.Error(dst, e.Status, e.Message)
+}
+
 type openAIStream struct{ s *openai.ServerStream }
 
 func (o *openAIStream) event(dst []byte, ev *llm.Event) []byte     { return o.s.Event(dst, ev) }

@@ -174,3 +174,28 @@ func TestAnthropicNodeSDK(t *testing.T) {
 	}
 	waitNoneInFlight(t, f)
 }
+
+// TestResponsesNodeSDK drives POST /v1/responses with the official openai
+// npm package: client.responses.create buffered and streamed, the
+// responses.stream helper on an Anthropic-format model with tools, a
+// mid-stream failure and a stateful request refused.
+func TestResponsesNodeSDK(t *testing.T) {
+	f := newFixture(t, sdkKeys())
+	call := llm.ToolCall{ID: "call_w", Name: "get_weather", Arguments: `{"city":"Paris"}`}
+	f.up.Push(
+		llmtest.Respond(llmtest.Reply{Text: "hello from responses", Usage: &llm.Usage{PromptTokens: 4, CompletionTokens: 3}}),
+		llmtest.Respond(llmtest.Reply{Deltas: []string{"one ", "two"}, Usage: &llm.Usage{PromptTokens: 4, CompletionTokens: 2}}),
+		llmtest.ToolCalls(call),
+		llmtest.Fail(llmtest.Fault{Kind: llmtest.FaultResetMidStream, After: 2, Reply: &llmtest.Reply{Deltas: []string{"a", "b", "c", "d"}}}),
+	)
+	out := runNode(t, "responses.cjs", f.url, "gk-sdk-good")
+	expect(t, out, "buffered", map[string]any{"text": "hello from responses", "status": "completed", "total": 7, "id": true})
+	expect(t, out, "stream", map[string]any{"text": "one two", "status": "completed", "total": 6, "ordered": true})
+	expect(t, out, "tools", map[string]any{"id": "call_w", "name": "get_weather", "args": `{"city":"Paris"}`, "status": "completed"})
+	expect(t, out, "midstream", map[string]any{"text": "ab", "error": "APIError"})
+	expect(t, out, "stateful", map[string]any{"error": "BadRequestError", "status": 400})
+	if r := f.up.Requests()[2]; !strings.HasSuffix(r.Path, "/messages") {
+		t.Errorf("the tools case reached %s, not the Anthropic-format provider", r.Path)
+	}
+	waitNoneInFlight(t, f)
+}

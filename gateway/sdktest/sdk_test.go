@@ -13,6 +13,7 @@ import (
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 	"go.uber.org/goleak"
 	"google.golang.org/genai"
 
@@ -288,4 +289,57 @@ func TestGenAIGoSDK(t *testing.T) {
 	if !errors.As(err, &apiErr) || apiErr.Code != 429 {
 		t.Fatalf("429: %v", err)
 	}
+}
+
+// TestOpenAIGoSDKResponses drives POST /v1/responses with openai-go:
+// Responses.New buffered, NewStreaming on an OpenAI-format model and with
+// tools on an Anthropic-format one, and a mid-stream failure.
+func TestOpenAIGoSDKResponses(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	c := openai.NewClient(option.WithBaseURL(f.url+"/v1"), option.WithAPIKey("gk-good"), option.WithMaxRetries(0), option.WithHTTPClient(f.hc))
+	call := llm.ToolCall{ID: "call_1", Name: "get_weather", Arguments: `{"city":"Paris"}`}
+	f.up.Push(llmtest.Text("hello"), llmtest.Deltas("one ", "two"), llmtest.ToolCalls(call), midStream())
+	in := responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}
+
+	r, err := c.Responses.New(ctx, responses.ResponseNewParams{Model: "gpt", Input: in, Instructions: openai.String("be brief")})
+	if err != nil || r.OutputText() != "hello" || r.Status != "completed" {
+		t.Fatalf("buffered: %v %+v", err, r)
+	}
+	s := c.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: "openai/gpt-4.1-mini", Input: in})
+	text, final := "", responses.Response{}
+	for s.Next() {
+		switch ev := s.Current(); ev.Type {
+		case "response.output_text.delta":
+			text += ev.Delta
+		case "response.completed":
+			final = ev.Response
+		}
+	}
+	if s.Err() != nil || text != "one two" || final.OutputText() != "one two" || final.Usage.TotalTokens == 0 {
+		t.Fatalf("stream: %v %q %+v", s.Err(), text, final)
+	}
+	tool := responses.ToolUnionParam{OfFunction: &responses.FunctionToolParam{Name: "get_weather", Parameters: map[string]any{"type": "object"}, Strict: openai.Bool(false)}}
+	s = c.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: "anthropic/claude-haiku-4-5", Input: in, Tools: []responses.ToolUnionParam{tool}})
+	final = responses.Response{}
+	for s.Next() {
+		if ev := s.Current(); ev.Type == "response.completed" {
+			final = ev.Response
+		}
+	}
+	if s.Err() != nil || len(final.Output) != 1 || final.Output[0].Type != "function_call" || final.Output[0].CallID != "call_1" ||
+		final.Output[0].Arguments.OfString != call.Arguments {
+		t.Fatalf("tools: %v %+v", s.Err(), final)
+	}
+	s = c.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: "openai/gpt-4.1-mini", Input: in})
+	text = ""
+	for s.Next() {
+		if ev := s.Current(); ev.Type == "response.output_text.delta" {
+			text += ev.Delta
+		}
+	}
+	if s.Err() == nil || text != "ab" {
+		t.Fatalf("mid-stream failure: text %q err %v", text, s.Err())
+	}
+	f.waitNoneInFlight(t)
 }
