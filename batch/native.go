@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -10,8 +11,12 @@ import (
 	"strings"
 	"time"
 
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/providers"
+	"github.com/chorusrt/chorus/telemetry"
 )
 
 // Native sends a job's chat lines, and OpenAI's embedding lines, to the
@@ -58,6 +63,7 @@ type native struct {
 	bodies   map[*item][]byte
 	skipped  int // Cancel: unclaimed lines not run
 	attempts map[string]int
+	spans    map[string]*nativeSpan // journal key -> the batch's span (nativetrace.go)
 }
 
 // openNative opens the job's journal, next to its output.
@@ -335,19 +341,23 @@ func (n *native) submit(ctx context.Context, key string, items []*item) error {
 		for _, it := range chunk {
 			n.held[it.customID] = it
 		}
+		span := n.batchSpan(ctx, b.Key, provider, model, endpoint, len(ids), false)
 		id, err := api.submit(ctx, b.Token, model, reqs)
 		if err != nil {
 			var ae *llm.APIError
 			if ctx.Err() == nil && errors.As(err, &ae) && ae.Status/100 == 4 {
 				// Refused outright: nothing was created. Give the lines back.
+				n.endBatchSpan(b.Key, "refused", err)
 				if rerr := n.j.record(journalRecord{Op: "ended", Key: b.Key, Retry: ids}); rerr != nil {
 					return rerr
 				}
 				n.r.emit(Event{Kind: EventRemote, Remote: &RemoteStatus{Provider: provider, State: "refused", Total: len(ids)}, Err: err})
 				return &SubmitError{Provider: provider, Lines: len(ids), Err: err}
 			}
+			n.endBatchSpan(b.Key, "submit_unanswered", err)
 			return fmt.Errorf("submitting a %s batch (a resumed job finds it or submits it again): %w", provider, err)
 		}
+		span.submitted(id)
 		if err := n.j.record(journalRecord{Op: "submitted", Key: b.Key, BatchID: id}); err != nil {
 			return err
 		}
@@ -361,16 +371,23 @@ func (n *native) submit(ctx context.Context, key string, items []*item) error {
 // the journal (a resumed job reads them) and is reported.
 func (n *native) wait(ctx context.Context, results chan<- *result) error {
 	failures := map[string]error{}
+	defer n.endAllBatchSpans() // those the run leaves running
 	for {
 		waiting := 0
 		for _, b := range n.j.pending() {
 			if b.batchID == "" || failures[b.key] != nil && n.attempts[b.key] >= maxFinishAttempts {
 				continue
 			}
+			span := n.batchSpan(ctx, b.key, b.provider, b.model, cmp.Or(b.endpoint, URLChat), len(b.ids), true)
+			if span.id != b.batchID { // a batch submitted by an earlier run
+				span.id = b.batchID
+				span.span.SetAttributes(telemetry.AttrBatchID.String(b.batchID))
+			}
 			api := n.api(b.provider)
 			if api == nil {
 				n.attempts[b.key] = maxFinishAttempts
 				failures[b.key] = fmt.Errorf("the journal names %s batch %s, but no %s credential is set", b.provider, b.batchID, b.provider)
+				n.endBatchSpan(b.key, span.lastState, failures[b.key])
 				continue
 			}
 			waiting++
@@ -379,6 +396,7 @@ func (n *native) wait(ctx context.Context, results chan<- *result) error {
 				return nil
 			}
 			if err != nil {
+				span.span.AddEvent(EventPollFailed, trace.WithAttributes(semconv.ErrorTypeKey.String(telemetry.ErrorType(err))))
 				n.r.emit(Event{Kind: EventRemote, Remote: &RemoteStatus{Provider: b.provider, BatchID: b.batchID, State: "poll failed"}, Err: err})
 				var ae *llm.APIError
 				if errors.As(err, &ae) && ae.Status/100 == 4 && ae.Status != 429 {
@@ -389,6 +407,7 @@ func (n *native) wait(ctx context.Context, results chan<- *result) error {
 				}
 				continue // polled again next round
 			}
+			n.polled(ctx, span, b, st)
 			n.r.emit(Event{Kind: EventRemote, Remote: &RemoteStatus{Provider: b.provider, BatchID: b.batchID, State: st.State,
 				Total: st.Total, Succeeded: st.Succeeded, Failed: st.Failed, Elapsed: time.Since(b.at)}})
 			if !st.Ended {
@@ -402,12 +421,14 @@ func (n *native) wait(ctx context.Context, results chan<- *result) error {
 				failures[b.key] = err
 			} else {
 				delete(failures, b.key)
+				n.endBatchSpan(b.key, st.State, nil)
 			}
 		}
 		if waiting == 0 {
 			var errs []error
 			for _, k := range sortedKeysOf(failures) {
 				errs = append(errs, failures[k])
+				n.endBatchSpan(k, "", failures[k])
 			}
 			return errors.Join(errs...)
 		}
@@ -444,6 +465,8 @@ func (n *native) finish(ctx context.Context, api batchAPI, b *remoteBatch, st re
 	sort.SliceStable(items, func(i, k int) bool { return items[i].customID < items[k].customID })
 	var retry []string
 	now := time.Now()
+	span := n.spans[b.key]
+	var written, failed int
 	for _, ri := range items {
 		it := n.held[ri.customID]
 		if it == nil {
@@ -453,6 +476,7 @@ func (n *native) finish(ctx context.Context, api batchAPI, b *remoteBatch, st re
 		if ri.code != "" {
 			retry = append(retry, ri.customID)
 			res.notRun, res.err = ri.code, fmt.Errorf("%s batch %s: %s", b.provider, b.batchID, ri.code)
+			n.traceLine(ctx, span, b, res, now)
 			results <- res
 			continue
 		}
@@ -486,7 +510,16 @@ func (n *native) finish(ctx context.Context, api batchAPI, b *remoteBatch, st re
 			return err
 		}
 		res.written = true
+		n.traceLine(ctx, span, b, res, time.Now())
+		if res.failed {
+			failed++
+		} else {
+			written++
+		}
 		results <- res
+	}
+	if span != nil {
+		span.span.AddEvent(EventResults, trace.WithAttributes(AttrSucceeded.Int(written), AttrFailed.Int(failed), AttrNotRun.Int(len(retry))))
 	}
 	return n.j.record(journalRecord{Op: "ended", Key: b.key, Retry: retry})
 }

@@ -30,6 +30,7 @@ const (
 	AttrLearned        = attribute.Key("chorus.learned")
 	AttrBuffered       = attribute.Key("chorus.buffered")
 	AttrCustomID       = attribute.Key("chorus.batch.custom_id")
+	AttrBatchID        = attribute.Key("chorus.batch.id") // a provider batch's id
 	EventAttempt       = "chorus.attempt"
 	EventAdmitted      = "chorus.admitted"
 	EventCooldown      = "chorus.cooldown"

@@ -32,6 +32,7 @@ const (
 	MetricToolCalls        = "chorus.tool.calls"
 	MetricApprovalsPending = "chorus.session.approvals.pending"
 	MetricBatchLines       = "chorus.batch.lines"
+	MetricNativeRequests   = "chorus.batch.native.requests"
 )
 
 type instruments struct {
@@ -44,6 +45,7 @@ type instruments struct {
 	toolCalls            metric.Int64Counter
 	approvalsPending     metric.Int64UpDownCounter
 	batchLines           metric.Int64Counter
+	nativeRequests       metric.Int64Gauge
 }
 
 // newInstruments creates every instrument; an error leaves a no-op one in
@@ -69,6 +71,8 @@ func newInstruments(m metric.Meter) instruments {
 	in.toolCalls, _ = m.Int64Counter(MetricToolCalls, metric.WithUnit("{call}"), metric.WithDescription("Tool calls by outcome."))
 	in.approvalsPending, _ = m.Int64UpDownCounter(MetricApprovalsPending, metric.WithUnit("{approval}"), metric.WithDescription("Session tool calls waiting for approval."))
 	in.batchLines, _ = m.Int64Counter(MetricBatchLines, metric.WithUnit("{line}"), metric.WithDescription("Batch lines done, by outcome."))
+	in.nativeRequests, _ = m.Int64Gauge(MetricNativeRequests, metric.WithUnit("{request}"),
+		metric.WithDescription("A provider batch's requests as its last poll counted them, by state (total, succeeded, failed)."))
 	return in
 }
 
@@ -76,6 +80,21 @@ func newInstruments(m metric.Meter) instruments {
 func (t *Telemetry) BatchLine(ctx context.Context, outcome string) {
 	t = t.OrGlobal()
 	t.inst.batchLines.Add(ctx, 1, metric.WithAttributes(attribute.String("chorus.outcome", outcome)))
+}
+
+// NativeBatchProgress records a provider batch's counts as a poll saw
+// them: chorus.batch.native.requests by chorus.batch.state (total,
+// succeeded, failed), gen_ai.provider.name and chorus.batch.id (a job has
+// few batches).
+func (t *Telemetry) NativeBatchProgress(ctx context.Context, provider, batchID string, total, succeeded, failed int) {
+	t = t.OrGlobal()
+	p, id := ProviderName(provider), AttrBatchID.String(batchID)
+	for _, c := range [...]struct {
+		state string
+		n     int
+	}{{"total", total}, {"succeeded", succeeded}, {"failed", failed}} {
+		t.inst.nativeRequests.Record(ctx, int64(c.n), metric.WithAttributes(p, id, attribute.String("chorus.batch.state", c.state)))
+	}
 }
 
 // ToolCall counts one finished tool call by tool and outcome.
