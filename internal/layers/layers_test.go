@@ -60,6 +60,7 @@ func TestImportsPointDown(t *testing.T) {
 		{"batch", []string{"runtime", "cluster", "gateway", "cmd"}},
 		{"mcptools", []string{"runtime", "cluster", "gateway", "batch", "cmd"}},
 		{"gateway", []string{"cluster", "cmd"}},
+		{"console", []string{"gateway", "cmd", "llmtest", "sim"}},
 	}
 	for _, r := range rules {
 		found := false

@@ -1,0 +1,75 @@
+package console
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/session"
+)
+
+// remote is a Manager seen as RemoteSessions (what *cluster.Sessions is).
+type remote struct{ m *session.Manager }
+
+func (r remote) Send(ctx context.Context, id string, msg llm.Message) error {
+	return r.m.Send(ctx, id, msg)
+}
+func (r remote) Resolve(ctx context.Context, id, in string, ok bool, why string) error {
+	return r.m.Resolve(ctx, id, in, ok, why)
+}
+func (r remote) CancelTurn(ctx context.Context, id string) error { return r.m.CancelTurn(ctx, id) }
+func (r remote) Snapshot(ctx context.Context, id string) (*session.Snapshot, error) {
+	return r.m.Snapshot(ctx, id)
+}
+func (r remote) Events(ctx context.Context, id string, after uint64) (<-chan session.Event, func()) {
+	return r.m.Events(id, after)
+}
+
+type fakeCluster struct{}
+
+func (fakeCluster) Address() string   { return "127.0.0.1:7001" }
+func (fakeCluster) Members() []string { return []string{"127.0.0.1:7001", "127.0.0.1:7003"} }
+
+// TestClusterSources: on a cluster member the console lists sessions from
+// the cluster's journal, reaches them through the cluster's sessions, and
+// shows the members.
+func TestClusterSources(t *testing.T) {
+	k := newKit(t, kitOpts{})
+	in := k.refundSession("cl1")
+	h, err := New(Options{Runtime: k.rt, Cluster: fakeCluster{}, ClusterSessions: remote{k.m}, Journal: k.j, Token: testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	h.Register(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	k.srv = srv
+	var cv ClusterView
+	r := k.do(req{path: APIPrefix + "cluster", bearer: testToken})
+	r.json(t, &cv)
+	if !cv.Enabled || cv.Address != "127.0.0.1:7001" || len(cv.Members) != 2 || len(cv.Sessions) != 1 || cv.Sessions[0] != "cl1" {
+		t.Fatalf("cluster: %s", r.body)
+	}
+	var sv SessionView
+	r = k.do(req{path: APIPrefix + "sessions/cl1", bearer: testToken})
+	r.json(t, &sv)
+	if sv.State != StateWaitingApproval || len(sv.Timeline) == 0 {
+		t.Fatalf("session: %s", r.body)
+	}
+	if r := k.do(req{method: "POST", path: APIPrefix + "sessions/cl1/approve", body: ResolveRequest{Interrupt: in.ID}, bearer: testToken}); r.status != 200 {
+		t.Fatalf("approve: %d %s", r.status, r.body)
+	}
+	if res, err := k.m.Wait(ctxT(t, 15*time.Second), "cl1"); err != nil || res.Status != session.TurnCompleted {
+		t.Fatalf("turn %+v %v", res, err)
+	}
+	if page := k.do(req{path: PagePrefix + "cluster", bearer: testToken}); page.status != 200 {
+		t.Fatalf("cluster page: %d", page.status)
+	}
+	if _, err := New(Options{Journal: k.j}); err == nil {
+		t.Fatal("a journal without cluster sessions was accepted")
+	}
+}
