@@ -1,14 +1,17 @@
 package gemini
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"testing"
+	"unsafe"
 
 	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/providers/internal/codectest"
 	"github.com/chorusrt/chorus/providers/internal/sse"
 )
 
@@ -64,6 +67,7 @@ func BenchmarkStreamDecoder(b *testing.B) {
 	b.Run("sse", func(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(body)))
+		cpu0 := codectest.ProcessCPU()
 		for i := 0; i < b.N; i++ {
 			d := Codec{}.NewStreamDecoder()
 			r := sse.NewReader(bytes.NewReader(body), nil)
@@ -83,11 +87,57 @@ func BenchmarkStreamDecoder(b *testing.B) {
 				check(b, d)
 			}
 		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchDeltas), "ns/delta")
+		codectest.PerDelta(b, benchDeltas, cpu0)
+	})
+
+	// The floor produces the same events from the same body with the least
+	// work (codectest's floor helpers): the text by searching for "text":,
+	// the usage by searching for its three counts (emitted when they
+	// change), the finish by searching for "finishReason":.
+	b.Run("floor", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(body)))
+		var (
+			scratch []byte
+			u, last llm.Usage
+			texts   int
+		)
+		cpu0 := codectest.ProcessCPU()
+		for i := 0; i < b.N; i++ {
+			last = llm.Usage{}
+			texts = 0
+			br := bufio.NewReaderSize(bytes.NewReader(body), 4<<10)
+			err := codectest.FloorLines(br, nil, func(data []byte) bool {
+				if t, ok := codectest.FloorString(data, []byte(`"text":`), &scratch); ok && len(t) > 0 {
+					texts++
+					emit(llm.Event{Type: llm.EventText, Text: unsafe.String(&t[0], len(t))})
+				}
+				p, _ := codectest.FloorInt(data, []byte(`"promptTokenCount":`))
+				c, _ := codectest.FloorInt(data, []byte(`"candidatesTokenCount":`))
+				t, _ := codectest.FloorInt(data, []byte(`"thoughtsTokenCount":`))
+				u = llm.Usage{PromptTokens: p, CompletionTokens: c + t, ReasoningTokens: t}
+				if u != last {
+					last = u
+					emit(llm.Event{Type: llm.EventUsage, Usage: &u})
+				}
+				if bytes.Contains(data, []byte(`"finishReason":`)) {
+					emit(llm.Event{Type: llm.EventFinish, Finish: llm.FinishStop})
+				}
+				return true
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		if texts != benchDeltas || last.CompletionTokens != benchDeltas+206 {
+			b.Fatalf("floor: %d texts, usage %+v", texts, last)
+		}
+		codectest.PerDelta(b, benchDeltas, cpu0)
 	})
 
 	b.Run("feed", func(b *testing.B) {
 		b.ReportAllocs()
+		cpu0 := codectest.ProcessCPU()
 		for i := 0; i < b.N; i++ {
 			d := Codec{}.NewStreamDecoder()
 			for _, c := range chunks {
@@ -99,7 +149,7 @@ func BenchmarkStreamDecoder(b *testing.B) {
 				check(b, d)
 			}
 		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchDeltas), "ns/delta")
+		codectest.PerDelta(b, benchDeltas, cpu0)
 	})
 	_ = emitted
 }
@@ -111,6 +161,7 @@ func BenchmarkStreamDecoderEncodingJSON(b *testing.B) {
 	chunks := benchChunks()
 	b.ReportAllocs()
 	n := 0
+	cpu0 := codectest.ProcessCPU()
 	for i := 0; i < b.N; i++ {
 		for _, c := range chunks {
 			var ch refChunk
@@ -124,6 +175,6 @@ func BenchmarkStreamDecoderEncodingJSON(b *testing.B) {
 			}
 		}
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchDeltas), "ns/delta")
+	codectest.PerDelta(b, benchDeltas, cpu0)
 	_ = n
 }

@@ -38,6 +38,13 @@ type decoder struct {
 	// partial is the function call whose arguments are being streamed
 	// (Vertex AI partialArgs), or nil.
 	partial *partialCall
+
+	// parts holds the parts of the chunk being decoded, walked but not
+	// yet applied (see Feed).
+	parts []rawPart
+	// tail is the bytes after the last chunk's leading candidates member,
+	// when that chunk was applied whole (see Feed).
+	tail []byte
 }
 
 // partialCall is a function call streamed as partialArgs fragments.
@@ -52,22 +59,30 @@ func decodeError(what string, err error) *llm.DecodeError {
 
 // Feed decodes one GenerateContentResponse chunk. It never asks the reader
 // to stop: a Gemini stream ends with its body.
+//
+// The chunk is walked once, in place, before anything is applied: the walk
+// collects the first candidate's parts and the other members as raw
+// slices, and only a chunk that is whole (the walk checks its syntax, and
+// nothing may follow it) reaches the result and the caller. A truncated
+// chunk emits nothing.
+//
+// Gemini repeats everything after the candidates (usageMetadata,
+// modelVersion, responseId) byte for byte in most chunks. When the
+// candidates are the first member and the bytes after them equal the
+// previous chunk's, which was walked whole and applied without error, they
+// are not walked again: they would change nothing (usage is emitted only
+// when it changes, the ids are kept once). That is about two thirds of a
+// text chunk's bytes.
 func (d *decoder) Feed(_, data []byte, emit wire.Emit) (bool, error) {
 	if isBlank(data) {
 		return false, nil
 	}
-	// The chunk is walked in place and its events emitted as they are
-	// found: check first that it is whole, so a truncated chunk emits
-	// nothing (one scan; the walk that follows is the only other one).
-	if !jsonscan.Valid(data) {
-		return false, decodeError("chunk", jsonscan.ErrSyntax)
-	}
-	var usage, feedback, errv, rid, mv []byte
-	var finish llm.FinishReason
-	finishSeen := false
-	hasCandidate := false
+	var usage, feedback, errv, rid, mv, fr []byte
+	hasCandidate, sameTail := false, false
+	tailAt := 0 // where the bytes after a leading candidates member start
+	d.parts = d.parts[:0]
 	o := jsonscan.NewObject(data)
-	for o.Next() {
+	for first := true; o.Next(); first = false {
 		switch string(o.Key()) {
 		case "candidates":
 			// Walked in place, the first candidate only: every byte of the
@@ -77,8 +92,7 @@ func (d *decoder) Feed(_, data []byte, emit wire.Emit) (bool, error) {
 				hasCandidate = true
 				c := arr.Object()
 				var err error
-				finish, finishSeen, err = d.candidate(&c, emit)
-				if err != nil {
+				if fr, err = d.candidate(&c); err != nil {
 					return false, err
 				}
 				arr.Consumed(c.End())
@@ -89,6 +103,12 @@ func (d *decoder) Feed(_, data []byte, emit wire.Emit) (bool, error) {
 				return false, decodeError("candidates", err)
 			}
 			o.Consumed(arr.End())
+			if first && hasCandidate {
+				tailAt = arr.End()
+				if len(d.tail) > 0 && string(data[tailAt:]) == string(d.tail) {
+					sameTail = true
+				}
+			}
 		case "usageMetadata":
 			usage = o.Value()
 		case "promptFeedback":
@@ -100,40 +120,33 @@ func (d *decoder) Feed(_, data []byte, emit wire.Emit) (bool, error) {
 		case "modelVersion":
 			mv = o.Value()
 		}
-	}
-	if err := o.Err(); err != nil {
-		return false, decodeError("chunk", err)
-	}
-	if !jsonscan.IsNull(errv) {
-		// An error in a 200 answer: whatever its shape, the answer failed.
-		e, _ := parseErrorObject(errv)
-		if e.message == "" && jsonscan.IsString(errv) {
-			e.message, _ = jsonscan.String(errv)
+		if sameTail {
+			break
 		}
-		return false, apiError(e)
 	}
-	if err := d.meta(rid, mv); err != nil {
-		return false, err
+	if !sameTail {
+		if err := o.Err(); err != nil {
+			return false, decodeError("chunk", err)
+		}
+		if !isBlank(data[o.End():]) {
+			return false, decodeError("chunk", jsonscan.ErrSyntax)
+		}
 	}
 
-	if !hasCandidate && !jsonscan.IsNull(feedback) && blocked(jsonscan.Get(feedback, "blockReason")) {
-		finish, finishSeen = llm.FinishContentFilter, true
-	}
-
-	// Most chunks repeat the previous usageMetadata byte for byte, or change
-	// one count: parse it only when its text changed.
-	if !jsonscan.IsNull(usage) && !bytes.Equal(usage, d.usageRaw) {
-		d.usageRaw = append(d.usageRaw[:0], usage...)
-		u, ok, err := parseUsage(usage)
-		if err != nil {
+	finish, finishSeen := finishFromRaw(fr)
+	for i := range d.parts {
+		if err := d.part(&d.parts[i], emit); err != nil {
 			return false, err
 		}
-		if ok && (!d.hasUsage || u != d.usage) {
-			d.usage, d.hasUsage = u, true
-			uc := u
-			if !d.send(llm.Event{Type: llm.EventUsage, Usage: &uc}, emit) {
-				return false, wire.ErrAborted
-			}
+	}
+	if !sameTail {
+		if err := d.rest(usage, feedback, errv, rid, mv, hasCandidate, &finish, &finishSeen, emit); err != nil {
+			d.tail = d.tail[:0]
+			return false, err
+		}
+		d.tail = append(d.tail[:0], data[tailAt:]...)
+		if tailAt == 0 {
+			d.tail = d.tail[:0]
 		}
 	}
 
@@ -151,6 +164,44 @@ func (d *decoder) Feed(_, data []byte, emit wire.Emit) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// rest applies the members of a chunk other than its candidates: an
+// in-band error, the ids, a blocked prompt and the usage.
+func (d *decoder) rest(usage, feedback, errv, rid, mv []byte, hasCandidate bool, finish *llm.FinishReason, finishSeen *bool, emit wire.Emit) error {
+	if !jsonscan.IsNull(errv) {
+		// An error in a 200 answer: whatever its shape, the answer failed.
+		e, _ := parseErrorObject(errv)
+		if e.message == "" && jsonscan.IsString(errv) {
+			e.message, _ = jsonscan.String(errv)
+		}
+		return apiError(e)
+	}
+	if err := d.meta(rid, mv); err != nil {
+		return err
+	}
+
+	if !hasCandidate && !jsonscan.IsNull(feedback) && blocked(jsonscan.Get(feedback, "blockReason")) {
+		*finish, *finishSeen = llm.FinishContentFilter, true
+	}
+
+	// Most chunks repeat the previous usageMetadata byte for byte, or change
+	// one count: parse it only when its text changed.
+	if !jsonscan.IsNull(usage) && !bytes.Equal(usage, d.usageRaw) {
+		d.usageRaw = append(d.usageRaw[:0], usage...)
+		u, ok, err := parseUsage(usage)
+		if err != nil {
+			return err
+		}
+		if ok && (!d.hasUsage || u != d.usage) {
+			d.usage, d.hasUsage = u, true
+			uc := u
+			if !d.send(llm.Event{Type: llm.EventUsage, Usage: &uc}, emit) {
+				return wire.ErrAborted
+			}
+		}
+	}
+	return nil
 }
 
 // send applies ev to the result and emits it.
@@ -182,9 +233,9 @@ func (d *decoder) meta(rid, mv []byte) error {
 	return nil
 }
 
-// candidate decodes the first candidate's parts, in place, and reads its
-// finishReason.
-func (d *decoder) candidate(o *jsonscan.Object, emit wire.Emit) (llm.FinishReason, bool, error) {
+// candidate walks the first candidate in place: it collects its parts
+// (d.parts) and returns its raw finishReason.
+func (d *decoder) candidate(o *jsonscan.Object) ([]byte, error) {
 	var fr []byte
 	for o.Next() {
 		switch string(o.Key()) {
@@ -197,18 +248,18 @@ func (d *decoder) candidate(o *jsonscan.Object, emit wire.Emit) (llm.FinishReaso
 				parts := content.Array()
 				for parts.Next() {
 					p := parts.Object()
-					if err := d.part(&p, emit); err != nil {
-						return "", false, err
+					if err := d.collectPart(&p); err != nil {
+						return nil, err
 					}
 					parts.Consumed(p.End())
 				}
 				if err := parts.Err(); err != nil {
-					return "", false, decodeError("parts", err)
+					return nil, decodeError("parts", err)
 				}
 				content.Consumed(parts.End())
 			}
 			if err := content.Err(); err != nil {
-				return "", false, decodeError("content", err)
+				return nil, decodeError("content", err)
 			}
 			o.Consumed(content.End())
 		case "finishReason":
@@ -216,33 +267,45 @@ func (d *decoder) candidate(o *jsonscan.Object, emit wire.Emit) (llm.FinishReaso
 		}
 	}
 	if err := o.Err(); err != nil {
-		return "", false, decodeError("candidate", err)
+		return nil, decodeError("candidate", err)
 	}
-	r, seen := finishFromRaw(fr)
-	return r, seen, nil
+	return fr, nil
 }
 
-// part decodes one content part.
-func (d *decoder) part(o *jsonscan.Object, emit wire.Emit) error {
-	var text, sig, fc, inline []byte
-	hasText, thought := false, false
+// rawPart is one content part as walked: raw values, nothing decoded.
+type rawPart struct {
+	text, sig, fc, inline []byte
+	hasText, thought      bool
+}
+
+// collectPart walks one content part and appends it to d.parts.
+func (d *decoder) collectPart(o *jsonscan.Object) error {
+	var p rawPart
 	for o.Next() {
 		switch string(o.Key()) {
 		case "text":
-			text, hasText = o.Value(), true
+			p.text, p.hasText = o.Value(), true
 		case "thought":
-			thought = jsonscan.Bool(o.Value())
+			p.thought = jsonscan.Bool(o.Value())
 		case "thoughtSignature":
-			sig = o.Value()
+			p.sig = o.Value()
 		case "functionCall":
-			fc = o.Value()
+			p.fc = o.Value()
 		case "inlineData":
-			inline = o.Value()
+			p.inline = o.Value()
 		}
 	}
 	if err := o.Err(); err != nil {
 		return decodeError("part", err)
 	}
+	d.parts = append(d.parts, p)
+	return nil
+}
+
+// part applies one content part.
+func (d *decoder) part(p *rawPart, emit wire.Emit) error {
+	text, sig, fc, inline := p.text, p.sig, p.fc, p.inline
+	hasText, thought := p.hasText, p.thought
 	signature, err := jsonscan.String(sig)
 	if err != nil {
 		return decodeError("thoughtSignature", err)

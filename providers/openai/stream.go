@@ -45,6 +45,27 @@ type streamDecoder struct {
 
 	// pending holds the events of the chunk being decoded (see send).
 	pending []llm.Event
+
+	// prefix is the last chunk's members before "choices" (the opening
+	// brace up to the comma before the key), when they were all plain
+	// metadata (see plainKey). OpenAI repeats them byte for byte in every
+	// chunk (id, object, created, model, service_tier, system_fingerprint):
+	// a chunk that starts with the same bytes resumes its walk at the
+	// comma, since walking them again would change nothing. That is about
+	// 40% of a content chunk's bytes.
+	prefix []byte
+}
+
+// plainKey reports whether a top-level member can be skipped when its bytes
+// repeat the previous chunk's: only id and model are read, and only once.
+// choices, usage, error and x_groq (and anything unknown, to be safe) are
+// walked every time.
+func plainKey(k []byte) bool {
+	switch string(k) {
+	case "id", "object", "created", "model", "service_tier", "system_fingerprint", "provider", "citations":
+		return true
+	}
+	return false
 }
 
 func (d *streamDecoder) Complete() bool          { return d.complete }
@@ -118,8 +139,15 @@ func (d *streamDecoder) feed(name, data []byte) (bool, error) {
 	}
 
 	var usage, errv, xgroq, finish []byte
-	o := jsonscan.NewObject(data)
+	o, resumed := d.resume(data)
+	plain := !resumed // every member so far is plain and walked
 	for o.Next() {
+		if plain && !plainKey(o.Key()) {
+			plain = false
+			if string(o.Key()) == "choices" {
+				d.keepPrefix(data, o.KeyStart())
+			}
+		}
 		switch string(o.Key()) {
 		case "choices":
 			// Walked in place: the choices are scanned once.
@@ -196,6 +224,32 @@ func (d *streamDecoder) feed(name, data []byte) (bool, error) {
 		return false, apiError(info, status)
 	}
 	return false, nil
+}
+
+// resume returns the iterator for a chunk: resumed at the end of the
+// previous chunk's prefix when data starts with the same bytes, or from the
+// start.
+func (d *streamDecoder) resume(data []byte) (jsonscan.Object, bool) {
+	if n := len(d.prefix); n > 0 && len(data) > n && string(data[:n]) == string(d.prefix) {
+		if o := jsonscan.ResumeObject(data, n); o.Err() == nil {
+			return o, true
+		}
+	}
+	return jsonscan.NewObject(data), false
+}
+
+// keepPrefix records data's members before the key at keyStart, all plain,
+// as the prefix the next chunk may skip.
+func (d *streamDecoder) keepPrefix(data []byte, keyStart int) {
+	i := keyStart - 1
+	for i > 0 && isSpaceByte(data[i]) {
+		i--
+	}
+	if i <= 0 || data[i] != ',' {
+		d.prefix = d.prefix[:0] // the first member: nothing to skip
+		return
+	}
+	d.prefix = append(d.prefix[:0], data[:i]...)
 }
 
 // refused reports whether the answer carries a refusal: in the result, or

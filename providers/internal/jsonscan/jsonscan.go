@@ -165,6 +165,7 @@ type Object struct {
 	b     []byte
 	c     cursor
 	key   []byte
+	ks    int
 	err   error
 	first bool
 	done  bool
@@ -182,6 +183,19 @@ func NewObject(data []byte) Object {
 		return Object{done: true}
 	}
 	return Object{err: ErrSyntax}
+}
+
+// ResumeObject continues iterating the object that data holds from offset
+// at, just past the value of a member already walked (in an earlier
+// document whose bytes up to at were the same, for instance): the next
+// call to Next expects a comma or the closing brace. An at that cannot end
+// a member (out of range, or inside a number or literal that continues)
+// yields ErrSyntax, never a wrong member.
+func ResumeObject(data []byte, at int) Object {
+	if at <= 0 || at >= len(data) || !scalarEnd[data[at]] {
+		return Object{err: ErrSyntax}
+	}
+	return Object{b: data, c: cursor{i: at}}
 }
 
 // childObject opens an object iterator on the value at c.vs of b.
@@ -249,7 +263,7 @@ func (o *Object) Next() bool {
 		o.err = err
 		return false
 	}
-	o.key = o.b[i+1 : end-1]
+	o.key, o.ks = o.b[i+1:end-1], i
 	i = skipSpace(o.b, end)
 	if i >= len(o.b) || o.b[i] != ':' {
 		o.err = ErrSyntax
@@ -266,6 +280,10 @@ func (o *Object) Next() bool {
 
 // Key is the current member's key, raw (escapes not decoded).
 func (o *Object) Key() []byte { return o.key }
+
+// KeyStart is the offset, in the data being iterated, of the current key's
+// opening quote: the members before it end at the last comma before it.
+func (o *Object) KeyStart() int { return o.ks }
 
 // KeyIs reports whether the current key equals s.
 func (o *Object) KeyIs(s string) bool { return string(o.key) == s }

@@ -1,0 +1,90 @@
+package gemini
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/chorusrt/chorus/llm"
+)
+
+// feedTail decodes chunks and returns the events, errors and result; with
+// fresh set, the decoder forgets the previous chunk's tail before each one
+// (every chunk walked whole).
+func feedTail(chunks [][]byte, fresh bool) ([]string, []string, *llm.ChatResult) {
+	d := Codec{}.NewStreamDecoder().(*decoder)
+	var evs, errs []string
+	for _, c := range chunks {
+		if fresh {
+			d.tail = d.tail[:0]
+		}
+		_, err := d.Feed(nil, c, func(ev llm.Event) bool {
+			u := ""
+			if ev.Usage != nil {
+				u = fmt.Sprint(*ev.Usage)
+			}
+			evs = append(evs, fmt.Sprintf("%s %q %d %s %s", ev.Type, ev.Text, ev.ToolIndex, ev.Finish, u))
+			return true
+		})
+		errs = append(errs, fmt.Sprint(err))
+	}
+	return evs, errs, d.Result()
+}
+
+// TestTailSkipChangesNothing: not walking the bytes a chunk repeats after
+// its candidates gives the same events, errors and result as walking every
+// chunk whole, including chunks that only look alike (truncated, changed
+// usage, an error, candidates not first, bytes after the object).
+func TestTailSkipChangesNothing(t *testing.T) {
+	tail := `,"usageMetadata": {"promptTokenCount": 11,"totalTokenCount": 11},"modelVersion": "gemini-2.5-flash","responseId": "r1"}`
+	cand := func(s string) string {
+		return `{"candidates": [{"content": {"parts": [{"text": "` + s + `"}],"role": "model"},"index": 0}]`
+	}
+	cases := map[string][][]byte{
+		"bench": benchChunks(),
+		"edges": {
+			[]byte(cand("a") + tail),
+			[]byte(cand("b") + tail),
+			[]byte(cand("c") + tail[:len(tail)-3]),
+			[]byte(cand("d") + tail),
+			[]byte(cand("e") + tail + ` x`),
+			[]byte(cand("f") + `,"usageMetadata": {"promptTokenCount": 11,"candidatesTokenCount": 4,"totalTokenCount": 15},"modelVersion": "gemini-2.5-flash","responseId": "r1"}`),
+			[]byte(cand("g") + tail),
+			[]byte(`{"modelVersion": "gemini-2.5-flash","candidates": [{"content": {"parts": [{"text": "h"}]}}]` + tail),
+			[]byte(cand("i") + `,"error": {"code": 500, "message": "boom"}}`),
+			[]byte(cand("j") + tail),
+			[]byte(cand(`bad \q escape`) + tail),
+			[]byte(`{"candidates": [{"content": {"parts": [{"text": "k"}]},"finishReason": "STOP","index": 0}]` + tail),
+		},
+	}
+	for name, chunks := range cases {
+		t.Run(name, func(t *testing.T) {
+			ev1, err1, r1 := feedTail(chunks, false)
+			ev2, err2, r2 := feedTail(chunks, true)
+			if !reflect.DeepEqual(ev1, ev2) {
+				t.Fatalf("events differ:\n%v\n%v", ev1, ev2)
+			}
+			if !reflect.DeepEqual(err1, err2) {
+				t.Fatalf("errors differ:\n%v\n%v", err1, err2)
+			}
+			if !reflect.DeepEqual(r1, r2) {
+				t.Fatalf("results differ:\n%+v\n%+v", r1, r2)
+			}
+			if len(ev1) < 3 {
+				t.Fatalf("only %d events", len(ev1))
+			}
+		})
+	}
+	// A truncated chunk emits nothing, and the tail is really skipped on
+	// the recorded shape.
+	d := Codec{}.NewStreamDecoder().(*decoder)
+	n := 0
+	emit := func(llm.Event) bool { n++; return true }
+	c := []byte(cand("a") + tail)
+	if _, err := d.Feed(nil, c[:len(c)-2], emit); err == nil || n != 0 {
+		t.Fatalf("truncated chunk: err %v, %d events", err, n)
+	}
+	if _, err := d.Feed(nil, c, emit); err != nil || len(d.tail) != len(tail) {
+		t.Fatalf("whole chunk: err %v, tail of %d bytes", err, len(d.tail))
+	}
+}

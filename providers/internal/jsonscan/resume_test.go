@@ -1,0 +1,54 @@
+package jsonscan
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestResumeObject(t *testing.T) {
+	data := []byte(`{"id":"x","created":17,"choices":[1,{"a":"}"}],"usage":null}`)
+	at := strings.Index(string(data), `,"choices"`)
+	o := ResumeObject(data, at)
+	var keys []string
+	for o.Next() {
+		keys = append(keys, string(o.Key())+"="+string(o.Value()))
+	}
+	if o.Err() != nil {
+		t.Fatal(o.Err())
+	}
+	if got := strings.Join(keys, " "); got != `choices=[1,{"a":"}"}] usage=null` {
+		t.Fatalf("members after resume: %s", got)
+	}
+	if o.End() != len(data) {
+		t.Fatalf("End = %d, want %d", o.End(), len(data))
+	}
+
+	// An offset inside a number that goes on, past the end, or at the
+	// start cannot resume.
+	for _, bad := range []int{at - 1, 0, -1, len(data), len(data) + 3} {
+		o := ResumeObject(data, bad)
+		if o.Next() || o.Err() != ErrSyntax {
+			t.Fatalf("ResumeObject(data, %d): Next ran or err = %v", bad, o.Err())
+		}
+	}
+	// A resumed object still checks what follows.
+	o = ResumeObject([]byte(`{"a":1 "b":2}`), 6)
+	if o.Next() || o.Err() != ErrSyntax {
+		t.Fatalf("missing comma accepted: err = %v", o.Err())
+	}
+}
+
+func TestKeyStart(t *testing.T) {
+	data := []byte(`{ "a":1 , "bb" :{"c":2}}`)
+	o := NewObject(data)
+	var starts []int
+	for o.Next() {
+		starts = append(starts, o.KeyStart())
+		if data[o.KeyStart()] != '"' || string(data[o.KeyStart()+1:o.KeyStart()+1+len(o.Key())]) != string(o.Key()) {
+			t.Fatalf("KeyStart %d does not point at key %q", o.KeyStart(), o.Key())
+		}
+	}
+	if len(starts) != 2 || starts[0] != 2 || starts[1] != 10 {
+		t.Fatalf("key starts = %v", starts)
+	}
+}
