@@ -381,22 +381,22 @@ type MessageView struct {
 
 // TimelineView is one journal record of the session, decoded.
 type TimelineView struct {
-	Seq       int64          `json:"seq"`
-	At        time.Time      `json:"at"`
-	Kind      string         `json:"kind"`
-	Turn      int            `json:"turn"`
-	Step      int            `json:"step,omitempty"`
-	Attempt   int            `json:"attempt,omitempty"`
-	Call      string         `json:"call,omitempty"`
-	Tool      string         `json:"tool,omitempty"`
-	Effect    string         `json:"effect,omitempty"`
-	Status    string         `json:"status,omitempty"`
-	Text      string         `json:"text,omitempty"`
-	Usage     *UsageView     `json:"usage,omitempty"`
-	Calls     []PlannedView  `json:"calls,omitempty"`
-	Interrupt string         `json:"interrupt,omitempty"`
-	Approved  *bool          `json:"approved,omitempty"`
-	Expired   bool           `json:"expired,omitempty"`
+	Seq       int64         `json:"seq"`
+	At        time.Time     `json:"at"`
+	Kind      string        `json:"kind"`
+	Turn      int           `json:"turn"`
+	Step      int           `json:"step,omitempty"`
+	Attempt   int           `json:"attempt,omitempty"`
+	Call      string        `json:"call,omitempty"`
+	Tool      string        `json:"tool,omitempty"`
+	Effect    string        `json:"effect,omitempty"`
+	Status    string        `json:"status,omitempty"`
+	Text      string        `json:"text,omitempty"`
+	Usage     *UsageView    `json:"usage,omitempty"`
+	Calls     []PlannedView `json:"calls,omitempty"`
+	Interrupt string        `json:"interrupt,omitempty"`
+	Approved  *bool         `json:"approved,omitempty"`
+	Expired   bool          `json:"expired,omitempty"`
 }
 
 // PlannedView is a tool call a model output planned.
