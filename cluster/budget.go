@@ -111,6 +111,11 @@ func (o *budgetOwner) Receive(c actor.Context) {
 		if m.Owner == o.token {
 			o.cred.Finish(o, fromFinished(m))
 		}
+	case *clusterpb.RequestAccepted:
+		o.init(c)
+		if m.Owner == o.token {
+			o.cred.Accept(o, actors.RequestAccepted{Seq: m.Seq})
+		}
 	case *clusterpb.BudgetStatsRequest:
 		o.init(c)
 		st := o.cred.Snapshot()
@@ -200,7 +205,10 @@ type remoteAdmitter struct {
 	seenAt time.Time
 }
 
-var _ actors.Admitter = (*remoteAdmitter)(nil)
+var (
+	_ actors.Admitter = (*remoteAdmitter)(nil)
+	_ actors.Acceptor = (*remoteAdmitter)(nil)
+)
 
 // Admit asks the owner for a grant, again of the next activation when the
 // owner's node is lost while the request waits.
@@ -271,6 +279,18 @@ func (a *remoteAdmitter) owner(ctx context.Context) *actor.PID {
 		if !sleepCtx(ctx, 100*time.Millisecond) {
 			return nil
 		}
+	}
+}
+
+// Accepted tells the owner that grant seq's request was accepted, so a
+// headerless provider's limit is inferred on the owner from every node's
+// acceptances (see actors.RequestAccepted).
+func (a *remoteAdmitter) Accepted(seq uint64) {
+	a.mu.Lock()
+	g, ok := a.grants[seq]
+	a.mu.Unlock()
+	if ok {
+		send(a.n.sys, g.pid, &clusterpb.RequestAccepted{Seq: g.seq, Owner: g.owner})
 	}
 }
 

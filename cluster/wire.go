@@ -150,14 +150,14 @@ func fromRateLimit(p *clusterpb.RateLimit) llm.RateLimit {
 func toFinished(f actors.RequestFinished, owner uint64) *clusterpb.RequestFinished {
 	return &clusterpb.RequestFinished{
 		Seq: f.Seq, Owner: owner, Status: int32(f.Status), RateLimited: f.RateLimited, RetryAfterNano: int64(f.RetryAfter),
-		Failed: f.Failed, RateLimit: toRateLimit(f.RateLimit),
+		Failed: f.Failed, RateLimit: toRateLimit(f.RateLimit), QuotaWindow: f.QuotaWindow,
 		PromptTokens: int64(f.Usage.PromptTokens), CompletionTokens: int64(f.Usage.CompletionTokens),
 	}
 }
 
 func fromFinished(p *clusterpb.RequestFinished) actors.RequestFinished {
 	return actors.RequestFinished{
-		Seq: p.Seq, Status: int(p.Status), RateLimited: p.RateLimited, RetryAfter: time.Duration(p.RetryAfterNano), Failed: p.Failed,
+		Seq: p.Seq, Status: int(p.Status), RateLimited: p.RateLimited, RetryAfter: time.Duration(p.RetryAfterNano), Failed: p.Failed, QuotaWindow: p.QuotaWindow,
 		RateLimit: fromRateLimit(p.RateLimit),
 		Usage:     llm.Usage{PromptTokens: int(p.PromptTokens), CompletionTokens: int(p.CompletionTokens)},
 	}

@@ -531,7 +531,10 @@ type RequestFinished struct {
 	// learned is the reporting node's learn-once state of the credential's
 	// endpoint (absent: nothing learned): the owner keeps the union and
 	// hands it to every node it admits.
-	Learned       *Learned `protobuf:"bytes,10,opt,name=learned,proto3" json:"learned,omitempty"`
+	Learned *Learned `protobuf:"bytes,10,opt,name=learned,proto3" json:"learned,omitempty"`
+	// quota_window: the 429 named the quota window that refused (Gemini's
+	// per-minute QuotaFailure), which a headerless limit is inferred from.
+	QuotaWindow   bool `protobuf:"varint,11,opt,name=quota_window,json=quotaWindow,proto3" json:"quota_window,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -636,6 +639,68 @@ func (x *RequestFinished) GetLearned() *Learned {
 	return nil
 }
 
+func (x *RequestFinished) GetQuotaWindow() bool {
+	if x != nil {
+		return x.QuotaWindow
+	}
+	return false
+}
+
+// RequestAccepted tells the budget owner that grant seq's request was
+// accepted (its response's headers arrived), before it ends: a headerless
+// provider's limit is inferred from what its windows let through.
+type RequestAccepted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Owner         uint64                 `protobuf:"varint,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestAccepted) Reset() {
+	*x = RequestAccepted{}
+	mi := &file_chorus_cluster_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestAccepted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestAccepted) ProtoMessage() {}
+
+func (x *RequestAccepted) ProtoReflect() protoreflect.Message {
+	mi := &file_chorus_cluster_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestAccepted.ProtoReflect.Descriptor instead.
+func (*RequestAccepted) Descriptor() ([]byte, []int) {
+	return file_chorus_cluster_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RequestAccepted) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *RequestAccepted) GetOwner() uint64 {
+	if x != nil {
+		return x.Owner
+	}
+	return 0
+}
+
 // Learned is an endpoint's learn-once state: monotonic facts, merged by
 // union. flags holds providers.LearnFlag bits learned endpoint-wide;
 // models the facts learned per model.
@@ -649,7 +714,7 @@ type Learned struct {
 
 func (x *Learned) Reset() {
 	*x = Learned{}
-	mi := &file_chorus_cluster_proto_msgTypes[8]
+	mi := &file_chorus_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -661,7 +726,7 @@ func (x *Learned) String() string {
 func (*Learned) ProtoMessage() {}
 
 func (x *Learned) ProtoReflect() protoreflect.Message {
-	mi := &file_chorus_cluster_proto_msgTypes[8]
+	mi := &file_chorus_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -674,7 +739,7 @@ func (x *Learned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Learned.ProtoReflect.Descriptor instead.
 func (*Learned) Descriptor() ([]byte, []int) {
-	return file_chorus_cluster_proto_rawDescGZIP(), []int{8}
+	return file_chorus_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Learned) GetFlags() uint32 {
@@ -701,7 +766,7 @@ type ModelLesson struct {
 
 func (x *ModelLesson) Reset() {
 	*x = ModelLesson{}
-	mi := &file_chorus_cluster_proto_msgTypes[9]
+	mi := &file_chorus_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -713,7 +778,7 @@ func (x *ModelLesson) String() string {
 func (*ModelLesson) ProtoMessage() {}
 
 func (x *ModelLesson) ProtoReflect() protoreflect.Message {
-	mi := &file_chorus_cluster_proto_msgTypes[9]
+	mi := &file_chorus_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -726,7 +791,7 @@ func (x *ModelLesson) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelLesson.ProtoReflect.Descriptor instead.
 func (*ModelLesson) Descriptor() ([]byte, []int) {
-	return file_chorus_cluster_proto_rawDescGZIP(), []int{9}
+	return file_chorus_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ModelLesson) GetFlag() uint32 {
@@ -751,7 +816,7 @@ type BudgetStatsRequest struct {
 
 func (x *BudgetStatsRequest) Reset() {
 	*x = BudgetStatsRequest{}
-	mi := &file_chorus_cluster_proto_msgTypes[10]
+	mi := &file_chorus_cluster_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -763,7 +828,7 @@ func (x *BudgetStatsRequest) String() string {
 func (*BudgetStatsRequest) ProtoMessage() {}
 
 func (x *BudgetStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_chorus_cluster_proto_msgTypes[10]
+	mi := &file_chorus_cluster_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -776,7 +841,7 @@ func (x *BudgetStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetStatsRequest.ProtoReflect.Descriptor instead.
 func (*BudgetStatsRequest) Descriptor() ([]byte, []int) {
-	return file_chorus_cluster_proto_rawDescGZIP(), []int{10}
+	return file_chorus_cluster_proto_rawDescGZIP(), []int{11}
 }
 
 type BudgetStats struct {
@@ -796,7 +861,7 @@ type BudgetStats struct {
 
 func (x *BudgetStats) Reset() {
 	*x = BudgetStats{}
-	mi := &file_chorus_cluster_proto_msgTypes[11]
+	mi := &file_chorus_cluster_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -808,7 +873,7 @@ func (x *BudgetStats) String() string {
 func (*BudgetStats) ProtoMessage() {}
 
 func (x *BudgetStats) ProtoReflect() protoreflect.Message {
-	mi := &file_chorus_cluster_proto_msgTypes[11]
+	mi := &file_chorus_cluster_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -821,7 +886,7 @@ func (x *BudgetStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetStats.ProtoReflect.Descriptor instead.
 func (*BudgetStats) Descriptor() ([]byte, []int) {
-	return file_chorus_cluster_proto_rawDescGZIP(), []int{11}
+	return file_chorus_cluster_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *BudgetStats) GetQueued() int64 {
@@ -904,7 +969,7 @@ type StreamOpen struct {
 
 func (x *StreamOpen) Reset() {
 	*x = StreamOpen{}
-	mi := &file_chorus_cluster_proto_msgTypes[12]
+	mi := &file_chorus_cluster_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -916,7 +981,7 @@ func (x *StreamOpen) String() string {
 func (*StreamOpen) ProtoMessage() {}
 
 func (x *StreamOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_chorus_cluster_proto_msgTypes[12]
+	mi := &file_chorus_cluster_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -929,7 +994,7 @@ func (x *StreamOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamOpen.ProtoReflect.Descriptor instead.
 func (*StreamOpen) Descriptor() ([]byte, []int) {
-	return file_chorus_cluster_proto_rawDescGZIP(), []int{12}
+	return file_chorus_cluster_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StreamOpen) GetStream() uint64 {
@@ -979,7 +1044,7 @@ type StreamOpened struct {
 
 func (x *StreamOpened) Reset() {
 	*x = StreamOpened{}
-	mi := &file_chorus_cluster_proto_msgTypes[13]
+	mi := &file_chorus_cluster_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -991,7 +1056,7 @@ func (x *StreamOpened) String() string {
 func (*StreamOpened) ProtoMessage() {}
 
 func (x *StreamOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_chorus_cluster_proto_msgTypes[13]
+	mi := &file_chorus_cluster_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1004,7 +1069,7 @@ func (x *StreamOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamOpened.ProtoReflect.Descriptor instead.
 func (*StreamOpened) Descriptor() ([]byte, []int) {
-	return file_chorus_cluster_proto_rawDescGZIP(), []int{13}
+	return file_chorus_cluster_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StreamOpened) GetStream() uint64 {
@@ -1035,7 +1100,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_chorus_cluster_proto_msgTypes[14]
+	mi := &file_chorus_cluster_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1047,7 +1112,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_chorus_cluster_proto_msgTypes[14]
+	mi := &file_chorus_cluster_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1060,7 +1125,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_chorus_cluster_proto_rawDescGZIP(), []int{14}
+	return file_chorus_cluster_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Usage) GetPromptTokens() int64 {
@@ -1122,7 +1187,7 @@ type Delta struct {
 
 func (x *Delta) Reset() {
 	*x = Delta{}
-	mi := &file_chorus_cluster_proto_msgTypes[15]
+	mi := &file_chorus_cluster_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1134,7 +1199,7 @@ func (x *Delta) String() string {
 func (*Delta) ProtoMessage() {}
 
 func (x *Delta) ProtoReflect() protoreflect.Message {
-	mi := &file_chorus_cluster_proto_msgTypes[15]
+	mi := &file_chorus_cluster_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1147,7 +1212,7 @@ func (x *Delta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delta.ProtoReflect.Descriptor instead.
 func (*Delta) Descriptor() ([]byte, []int) {
-	return file_chorus_cluster_proto_rawDescGZIP(), []int{15}
+	return file_chorus_cluster_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Delta) GetType() int32 {
@@ -1219,7 +1284,7 @@ type DeltaBatch struct {
 
 func (x *DeltaBatch) Reset() {
 	*x = DeltaBatch{}
-	mi := &file_chorus_cluster_proto_msgTypes[16]
+	mi := &file_chorus_cluster_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1231,7 +1296,7 @@ func (x *DeltaBatch) String() string {
 func (*DeltaBatch) ProtoMessage() {}
 
 func (x *DeltaBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_chorus_cluster_proto_msgTypes[16]
+	mi := &file_chorus_cluster_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1244,7 +1309,7 @@ func (x *DeltaBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeltaBatch.ProtoReflect.Descriptor instead.
 func (*DeltaBatch) Descriptor() ([]byte, []int) {
-	return file_chorus_cluster_proto_rawDescGZIP(), []int{16}
+	return file_chorus_cluster_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeltaBatch) GetStream() uint64 {
@@ -1285,7 +1350,7 @@ type Credit struct {
 
 func (x *Credit) Reset() {
 	*x = Credit{}
-	mi := &file_chorus_cluster_proto_msgTypes[17]
+	mi := &file_chorus_cluster_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1297,7 +1362,7 @@ func (x *Credit) String() string {
 func (*Credit) ProtoMessage() {}
 
 func (x *Credit) ProtoReflect() protoreflect.Message {
-	mi := &file_chorus_cluster_proto_msgTypes[17]
+	mi := &file_chorus_cluster_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1310,7 +1375,7 @@ func (x *Credit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Credit.ProtoReflect.Descriptor instead.
 func (*Credit) Descriptor() ([]byte, []int) {
-	return file_chorus_cluster_proto_rawDescGZIP(), []int{17}
+	return file_chorus_cluster_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Credit) GetStream() uint64 {
@@ -1336,7 +1401,7 @@ type StreamCancel struct {
 
 func (x *StreamCancel) Reset() {
 	*x = StreamCancel{}
-	mi := &file_chorus_cluster_proto_msgTypes[18]
+	mi := &file_chorus_cluster_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1348,7 +1413,7 @@ func (x *StreamCancel) String() string {
 func (*StreamCancel) ProtoMessage() {}
 
 func (x *StreamCancel) ProtoReflect() protoreflect.Message {
-	mi := &file_chorus_cluster_proto_msgTypes[18]
+	mi := &file_chorus_cluster_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1361,7 +1426,7 @@ func (x *StreamCancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamCancel.ProtoReflect.Descriptor instead.
 func (*StreamCancel) Descriptor() ([]byte, []int) {
-	return file_chorus_cluster_proto_rawDescGZIP(), []int{18}
+	return file_chorus_cluster_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StreamCancel) GetStream() uint64 {
@@ -1385,7 +1450,7 @@ type StreamEnd struct {
 
 func (x *StreamEnd) Reset() {
 	*x = StreamEnd{}
-	mi := &file_chorus_cluster_proto_msgTypes[19]
+	mi := &file_chorus_cluster_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1397,7 +1462,7 @@ func (x *StreamEnd) String() string {
 func (*StreamEnd) ProtoMessage() {}
 
 func (x *StreamEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_chorus_cluster_proto_msgTypes[19]
+	mi := &file_chorus_cluster_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1410,7 +1475,7 @@ func (x *StreamEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEnd.ProtoReflect.Descriptor instead.
 func (*StreamEnd) Descriptor() ([]byte, []int) {
-	return file_chorus_cluster_proto_rawDescGZIP(), []int{19}
+	return file_chorus_cluster_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StreamEnd) GetStream() uint64 {
@@ -1457,7 +1522,7 @@ type CallRequest struct {
 
 func (x *CallRequest) Reset() {
 	*x = CallRequest{}
-	mi := &file_chorus_cluster_proto_msgTypes[20]
+	mi := &file_chorus_cluster_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1469,7 +1534,7 @@ func (x *CallRequest) String() string {
 func (*CallRequest) ProtoMessage() {}
 
 func (x *CallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_chorus_cluster_proto_msgTypes[20]
+	mi := &file_chorus_cluster_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1482,7 +1547,7 @@ func (x *CallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallRequest.ProtoReflect.Descriptor instead.
 func (*CallRequest) Descriptor() ([]byte, []int) {
-	return file_chorus_cluster_proto_rawDescGZIP(), []int{20}
+	return file_chorus_cluster_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CallRequest) GetOp() string {
@@ -1524,7 +1589,7 @@ type CallCancel struct {
 
 func (x *CallCancel) Reset() {
 	*x = CallCancel{}
-	mi := &file_chorus_cluster_proto_msgTypes[21]
+	mi := &file_chorus_cluster_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1601,7 @@ func (x *CallCancel) String() string {
 func (*CallCancel) ProtoMessage() {}
 
 func (x *CallCancel) ProtoReflect() protoreflect.Message {
-	mi := &file_chorus_cluster_proto_msgTypes[21]
+	mi := &file_chorus_cluster_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1614,7 @@ func (x *CallCancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallCancel.ProtoReflect.Descriptor instead.
 func (*CallCancel) Descriptor() ([]byte, []int) {
-	return file_chorus_cluster_proto_rawDescGZIP(), []int{21}
+	return file_chorus_cluster_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CallCancel) GetCall() uint64 {
@@ -1569,7 +1634,7 @@ type CallReply struct {
 
 func (x *CallReply) Reset() {
 	*x = CallReply{}
-	mi := &file_chorus_cluster_proto_msgTypes[22]
+	mi := &file_chorus_cluster_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1581,7 +1646,7 @@ func (x *CallReply) String() string {
 func (*CallReply) ProtoMessage() {}
 
 func (x *CallReply) ProtoReflect() protoreflect.Message {
-	mi := &file_chorus_cluster_proto_msgTypes[22]
+	mi := &file_chorus_cluster_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1594,7 +1659,7 @@ func (x *CallReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallReply.ProtoReflect.Descriptor instead.
 func (*CallReply) Descriptor() ([]byte, []int) {
-	return file_chorus_cluster_proto_rawDescGZIP(), []int{22}
+	return file_chorus_cluster_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CallReply) GetResultJson() []byte {
@@ -1634,7 +1699,7 @@ type SessionRequest struct {
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_chorus_cluster_proto_msgTypes[23]
+	mi := &file_chorus_cluster_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1646,7 +1711,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_chorus_cluster_proto_msgTypes[23]
+	mi := &file_chorus_cluster_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1659,7 +1724,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_chorus_cluster_proto_rawDescGZIP(), []int{23}
+	return file_chorus_cluster_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SessionRequest) GetSession() string {
@@ -1749,7 +1814,7 @@ type SessionReply struct {
 
 func (x *SessionReply) Reset() {
 	*x = SessionReply{}
-	mi := &file_chorus_cluster_proto_msgTypes[24]
+	mi := &file_chorus_cluster_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1761,7 +1826,7 @@ func (x *SessionReply) String() string {
 func (*SessionReply) ProtoMessage() {}
 
 func (x *SessionReply) ProtoReflect() protoreflect.Message {
-	mi := &file_chorus_cluster_proto_msgTypes[24]
+	mi := &file_chorus_cluster_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1774,7 +1839,7 @@ func (x *SessionReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionReply.ProtoReflect.Descriptor instead.
 func (*SessionReply) Descriptor() ([]byte, []int) {
-	return file_chorus_cluster_proto_rawDescGZIP(), []int{24}
+	return file_chorus_cluster_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SessionReply) GetJson() []byte {
@@ -1831,7 +1896,7 @@ const file_chorus_cluster_proto_rawDesc = "" +
 	"has_tokens\x18\x05 \x01(\bR\thasTokens\x12!\n" +
 	"\flimit_tokens\x18\x06 \x01(\x03R\vlimitTokens\x12)\n" +
 	"\x10remaining_tokens\x18\a \x01(\x03R\x0fremainingTokens\x12*\n" +
-	"\x11reset_tokens_nano\x18\b \x01(\x03R\x0fresetTokensNano\"\xfb\x02\n" +
+	"\x11reset_tokens_nano\x18\b \x01(\x03R\x0fresetTokensNano\"\x9e\x03\n" +
 	"\x0fRequestFinished\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\x04R\x05owner\x12\x16\n" +
@@ -1844,7 +1909,11 @@ const file_chorus_cluster_proto_rawDesc = "" +
 	"\rprompt_tokens\x18\b \x01(\x03R\fpromptTokens\x12+\n" +
 	"\x11completion_tokens\x18\t \x01(\x03R\x10completionTokens\x124\n" +
 	"\alearned\x18\n" +
-	" \x01(\v2\x1a.chorus.cluster.v1.LearnedR\alearned\"W\n" +
+	" \x01(\v2\x1a.chorus.cluster.v1.LearnedR\alearned\x12!\n" +
+	"\fquota_window\x18\v \x01(\bR\vquotaWindow\"9\n" +
+	"\x0fRequestAccepted\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\x04R\x05owner\"W\n" +
 	"\aLearned\x12\x14\n" +
 	"\x05flags\x18\x01 \x01(\rR\x05flags\x126\n" +
 	"\x06models\x18\x02 \x03(\v2\x1e.chorus.cluster.v1.ModelLessonR\x06models\"7\n" +
@@ -1957,7 +2026,7 @@ func file_chorus_cluster_proto_rawDescGZIP() []byte {
 	return file_chorus_cluster_proto_rawDescData
 }
 
-var file_chorus_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_chorus_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_chorus_cluster_proto_goTypes = []any{
 	(*Ref)(nil),                // 0: chorus.cluster.v1.Ref
 	(*Failure)(nil),            // 1: chorus.cluster.v1.Failure
@@ -1967,44 +2036,45 @@ var file_chorus_cluster_proto_goTypes = []any{
 	(*AdmitCancelled)(nil),     // 5: chorus.cluster.v1.AdmitCancelled
 	(*RateLimit)(nil),          // 6: chorus.cluster.v1.RateLimit
 	(*RequestFinished)(nil),    // 7: chorus.cluster.v1.RequestFinished
-	(*Learned)(nil),            // 8: chorus.cluster.v1.Learned
-	(*ModelLesson)(nil),        // 9: chorus.cluster.v1.ModelLesson
-	(*BudgetStatsRequest)(nil), // 10: chorus.cluster.v1.BudgetStatsRequest
-	(*BudgetStats)(nil),        // 11: chorus.cluster.v1.BudgetStats
-	(*StreamOpen)(nil),         // 12: chorus.cluster.v1.StreamOpen
-	(*StreamOpened)(nil),       // 13: chorus.cluster.v1.StreamOpened
-	(*Usage)(nil),              // 14: chorus.cluster.v1.Usage
-	(*Delta)(nil),              // 15: chorus.cluster.v1.Delta
-	(*DeltaBatch)(nil),         // 16: chorus.cluster.v1.DeltaBatch
-	(*Credit)(nil),             // 17: chorus.cluster.v1.Credit
-	(*StreamCancel)(nil),       // 18: chorus.cluster.v1.StreamCancel
-	(*StreamEnd)(nil),          // 19: chorus.cluster.v1.StreamEnd
-	(*CallRequest)(nil),        // 20: chorus.cluster.v1.CallRequest
-	(*CallCancel)(nil),         // 21: chorus.cluster.v1.CallCancel
-	(*CallReply)(nil),          // 22: chorus.cluster.v1.CallReply
-	(*SessionRequest)(nil),     // 23: chorus.cluster.v1.SessionRequest
-	(*SessionReply)(nil),       // 24: chorus.cluster.v1.SessionReply
-	nil,                        // 25: chorus.cluster.v1.StreamOpen.TraceContextEntry
-	nil,                        // 26: chorus.cluster.v1.CallRequest.TraceContextEntry
-	nil,                        // 27: chorus.cluster.v1.SessionRequest.TraceContextEntry
+	(*RequestAccepted)(nil),    // 8: chorus.cluster.v1.RequestAccepted
+	(*Learned)(nil),            // 9: chorus.cluster.v1.Learned
+	(*ModelLesson)(nil),        // 10: chorus.cluster.v1.ModelLesson
+	(*BudgetStatsRequest)(nil), // 11: chorus.cluster.v1.BudgetStatsRequest
+	(*BudgetStats)(nil),        // 12: chorus.cluster.v1.BudgetStats
+	(*StreamOpen)(nil),         // 13: chorus.cluster.v1.StreamOpen
+	(*StreamOpened)(nil),       // 14: chorus.cluster.v1.StreamOpened
+	(*Usage)(nil),              // 15: chorus.cluster.v1.Usage
+	(*Delta)(nil),              // 16: chorus.cluster.v1.Delta
+	(*DeltaBatch)(nil),         // 17: chorus.cluster.v1.DeltaBatch
+	(*Credit)(nil),             // 18: chorus.cluster.v1.Credit
+	(*StreamCancel)(nil),       // 19: chorus.cluster.v1.StreamCancel
+	(*StreamEnd)(nil),          // 20: chorus.cluster.v1.StreamEnd
+	(*CallRequest)(nil),        // 21: chorus.cluster.v1.CallRequest
+	(*CallCancel)(nil),         // 22: chorus.cluster.v1.CallCancel
+	(*CallReply)(nil),          // 23: chorus.cluster.v1.CallReply
+	(*SessionRequest)(nil),     // 24: chorus.cluster.v1.SessionRequest
+	(*SessionReply)(nil),       // 25: chorus.cluster.v1.SessionReply
+	nil,                        // 26: chorus.cluster.v1.StreamOpen.TraceContextEntry
+	nil,                        // 27: chorus.cluster.v1.CallRequest.TraceContextEntry
+	nil,                        // 28: chorus.cluster.v1.SessionRequest.TraceContextEntry
 }
 var file_chorus_cluster_proto_depIdxs = []int32{
 	6,  // 0: chorus.cluster.v1.AdmitRequest.seen:type_name -> chorus.cluster.v1.RateLimit
-	8,  // 1: chorus.cluster.v1.Admitted.learned:type_name -> chorus.cluster.v1.Learned
+	9,  // 1: chorus.cluster.v1.Admitted.learned:type_name -> chorus.cluster.v1.Learned
 	1,  // 2: chorus.cluster.v1.AdmitRefused.err:type_name -> chorus.cluster.v1.Failure
 	6,  // 3: chorus.cluster.v1.RequestFinished.rate_limit:type_name -> chorus.cluster.v1.RateLimit
-	8,  // 4: chorus.cluster.v1.RequestFinished.learned:type_name -> chorus.cluster.v1.Learned
-	9,  // 5: chorus.cluster.v1.Learned.models:type_name -> chorus.cluster.v1.ModelLesson
+	9,  // 4: chorus.cluster.v1.RequestFinished.learned:type_name -> chorus.cluster.v1.Learned
+	10, // 5: chorus.cluster.v1.Learned.models:type_name -> chorus.cluster.v1.ModelLesson
 	0,  // 6: chorus.cluster.v1.StreamOpen.receiver:type_name -> chorus.cluster.v1.Ref
-	25, // 7: chorus.cluster.v1.StreamOpen.trace_context:type_name -> chorus.cluster.v1.StreamOpen.TraceContextEntry
+	26, // 7: chorus.cluster.v1.StreamOpen.trace_context:type_name -> chorus.cluster.v1.StreamOpen.TraceContextEntry
 	0,  // 8: chorus.cluster.v1.StreamOpened.producer:type_name -> chorus.cluster.v1.Ref
-	14, // 9: chorus.cluster.v1.Delta.usage:type_name -> chorus.cluster.v1.Usage
-	15, // 10: chorus.cluster.v1.DeltaBatch.deltas:type_name -> chorus.cluster.v1.Delta
+	15, // 9: chorus.cluster.v1.Delta.usage:type_name -> chorus.cluster.v1.Usage
+	16, // 10: chorus.cluster.v1.DeltaBatch.deltas:type_name -> chorus.cluster.v1.Delta
 	1,  // 11: chorus.cluster.v1.StreamEnd.err:type_name -> chorus.cluster.v1.Failure
-	26, // 12: chorus.cluster.v1.CallRequest.trace_context:type_name -> chorus.cluster.v1.CallRequest.TraceContextEntry
+	27, // 12: chorus.cluster.v1.CallRequest.trace_context:type_name -> chorus.cluster.v1.CallRequest.TraceContextEntry
 	1,  // 13: chorus.cluster.v1.CallReply.err:type_name -> chorus.cluster.v1.Failure
 	0,  // 14: chorus.cluster.v1.SessionRequest.receiver:type_name -> chorus.cluster.v1.Ref
-	27, // 15: chorus.cluster.v1.SessionRequest.trace_context:type_name -> chorus.cluster.v1.SessionRequest.TraceContextEntry
+	28, // 15: chorus.cluster.v1.SessionRequest.trace_context:type_name -> chorus.cluster.v1.SessionRequest.TraceContextEntry
 	1,  // 16: chorus.cluster.v1.SessionReply.err:type_name -> chorus.cluster.v1.Failure
 	17, // [17:17] is the sub-list for method output_type
 	17, // [17:17] is the sub-list for method input_type
@@ -2024,7 +2094,7 @@ func file_chorus_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_chorus_cluster_proto_rawDesc), len(file_chorus_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
