@@ -45,6 +45,10 @@ type decoder struct {
 	// tail is the bytes after the last chunk's leading candidates member,
 	// when that chunk was applied whole (see Feed).
 	tail []byte
+	// before and after are the last chunk's bytes around its text value,
+	// when that chunk was a plain text delta (see textOnly); empty
+	// otherwise.
+	before, after []byte
 }
 
 // partialCall is a function call streamed as partialArgs fragments.
@@ -77,6 +81,10 @@ func (d *decoder) Feed(_, data []byte, emit wire.Emit) (bool, error) {
 	if isBlank(data) {
 		return false, nil
 	}
+	if ok, err := d.textOnly(data, emit); ok {
+		return false, err
+	}
+	d.before, d.after = d.before[:0], d.after[:0]
 	var usage, feedback, errv, rid, mv, fr []byte
 	hasCandidate, sameTail := false, false
 	tailAt := 0 // where the bytes after a leading candidates member start
@@ -149,6 +157,9 @@ func (d *decoder) Feed(_, data []byte, emit wire.Emit) (bool, error) {
 			d.tail = d.tail[:0]
 		}
 	}
+	if tailAt > 0 && !finishSeen {
+		d.keepTemplate(data)
+	}
 
 	if finishSeen {
 		if err := d.closePartial(emit); err != nil {
@@ -164,6 +175,50 @@ func (d *decoder) Feed(_, data []byte, emit wire.Emit) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// textOnly decodes a chunk that is the last one with another text: the
+// same bytes before the first part's text value and after it. That chunk
+// was a plain text delta (keepTemplate says when), walked whole and
+// applied; this one can differ from it only by its text, so its one event
+// is that text. ok is false when the chunk is not such a chunk, or its text
+// does not decode (the whole walk then says why).
+func (d *decoder) textOnly(data []byte, emit wire.Emit) (bool, error) {
+	n := len(d.before)
+	if n == 0 || len(data) <= n || string(data[:n]) != string(d.before) {
+		return false, nil
+	}
+	s, m, err := jsonscan.StringPrefix(data[n:])
+	if err != nil || string(data[n+m:]) != string(d.after) {
+		return false, nil
+	}
+	if s != "" && !d.send(llm.Event{Type: llm.EventText, Text: s}, emit) {
+		return true, wire.ErrAborted
+	}
+	return true, nil
+}
+
+// keepTemplate records data's bytes around its text value when data, just
+// applied whole with its candidates first and no finish, was a plain text
+// delta: one part holding a string text and nothing else that acts
+// (thought, signature, call, image), with no call or thought left open.
+func (d *decoder) keepTemplate(data []byte) {
+	if len(d.parts) != 1 || d.partial != nil || d.thoughtOpen {
+		return
+	}
+	p := &d.parts[0]
+	if !p.hasText || p.thought || p.sig != nil || p.fc != nil || p.inline != nil || len(p.text) < 2 || p.text[0] != '"' {
+		return
+	}
+	// p.text is a slice of data (the walk is in place): its offset is
+	// what its capacity lacks.
+	ts := cap(data) - cap(p.text)
+	te := ts + len(p.text)
+	if ts <= 0 || te > len(data) || &data[ts] != &p.text[0] {
+		return
+	}
+	d.before = append(d.before[:0], data[:ts]...)
+	d.after = append(d.after[:0], data[te:]...)
 }
 
 // rest applies the members of a chunk other than its candidates: an

@@ -16,7 +16,7 @@ func feedTail(chunks [][]byte, fresh bool) ([]string, []string, *llm.ChatResult)
 	var evs, errs []string
 	for _, c := range chunks {
 		if fresh {
-			d.tail = d.tail[:0]
+			d.tail, d.before, d.after = d.tail[:0], d.before[:0], d.after[:0]
 		}
 		_, err := d.Feed(nil, c, func(ev llm.Event) bool {
 			u := ""
@@ -54,6 +54,18 @@ func TestTailSkipChangesNothing(t *testing.T) {
 			[]byte(cand("i") + `,"error": {"code": 500, "message": "boom"}}`),
 			[]byte(cand("j") + tail),
 			[]byte(cand(`bad \q escape`) + tail),
+			[]byte(cand(`l`) + tail),
+			[]byte(cand(`m \"q\" \u00e9\n`) + tail),
+			[]byte(cand(`n`) + tail),
+			[]byte(`{"candidates": [{"content": {"parts": [{"text": null}],"role": "model"},"index": 0}]` + tail),
+			[]byte(`{"candidates": [{"content": {"parts": [{"text": 5}],"role": "model"},"index": 0}]` + tail),
+			[]byte(cand(`o`) + tail),
+			[]byte(cand(`p`) + tail[:40]),
+			[]byte(cand(`q`) + tail),
+			[]byte(`{"candidates": [{"content": {"parts": [{"text": "r"}],"role": "model"},"index": 0}]` + tail + tail),
+			[]byte(`{"candidates": [{"content": {"parts": [{"text": "s", "thought": true}],"role": "model"},"index": 0}]` + tail),
+			[]byte(`{"candidates": [{"content": {"parts": [{"text": "t", "thought": true}],"role": "model"},"index": 0}]` + tail),
+			[]byte(cand(`u`) + tail),
 			[]byte(`{"candidates": [{"content": {"parts": [{"text": "k"}]},"finishReason": "STOP","index": 0}]` + tail),
 		},
 	}
@@ -76,7 +88,8 @@ func TestTailSkipChangesNothing(t *testing.T) {
 		})
 	}
 	// A truncated chunk emits nothing, and the tail is really skipped on
-	// the recorded shape.
+	// the recorded shape; a text chunk like the last one is decoded from
+	// the bytes around its text.
 	d := Codec{}.NewStreamDecoder().(*decoder)
 	n := 0
 	emit := func(llm.Event) bool { n++; return true }
@@ -84,7 +97,10 @@ func TestTailSkipChangesNothing(t *testing.T) {
 	if _, err := d.Feed(nil, c[:len(c)-2], emit); err == nil || n != 0 {
 		t.Fatalf("truncated chunk: err %v, %d events", err, n)
 	}
-	if _, err := d.Feed(nil, c, emit); err != nil || len(d.tail) != len(tail) {
-		t.Fatalf("whole chunk: err %v, tail of %d bytes", err, len(d.tail))
+	if _, err := d.Feed(nil, c, emit); err != nil || len(d.tail) != len(tail) || len(d.after) != len(tail)+len(`}],"role": "model"},"index": 0}]`) {
+		t.Fatalf("whole chunk: err %v, tail of %d bytes, after of %d", err, len(d.tail), len(d.after))
+	}
+	if ok, err := d.textOnly([]byte(cand(`z`)+tail), emit); !ok || err != nil || d.Result().Content != "az" {
+		t.Fatalf("text-only chunk: ok %v, err %v, content %q", ok, err, d.Result().Content)
 	}
 }

@@ -16,7 +16,7 @@ func feedAll(chunks [][]byte, fresh bool) ([]string, []string, *llm.ChatResult) 
 	var evs, errs []string
 	for _, c := range chunks {
 		if fresh {
-			d.prefix = d.prefix[:0]
+			d.prefix, d.before, d.after = d.prefix[:0], d.before[:0], d.after[:0]
 		}
 		_, err := d.Feed(nil, c, func(ev llm.Event) bool {
 			u := ""
@@ -52,6 +52,25 @@ func TestPrefixSkipChangesNothing(t *testing.T) {
 			[]byte(head + `"choices":[{"index":0,"delta":{"content":"h"},"finish_reason":"stop"}]}`),
 			[]byte(head[:len(head)-1] + `}`),
 			[]byte(head + `"error":{"message":"boom"},"choices":[]}`),
+			[]byte(head + `"choices":[{"index":0,"delta":{"content":"i"},"finish_reason":null}],"obfuscation":"ab"}`),
+			[]byte(head + `"choices":[{"index":0,"delta":{"content":"j \"q\" \u00e9"},"finish_reason":null}],"obfuscation":"abc"}`),
+			[]byte(head + `"choices":[{"index":0,"delta":{"content":"k"},"finish_reason":null}],"usage":{"prompt_tokens":3,"completion_tokens":9}}`),
+			[]byte(head + `"choices":[{"index":0,"delta":{"content":"l"},"finish_reason":null}],"choices":[{"index":0,"delta":{"content":"dup"}}]}`),
+			[]byte(head + `"choices":[{"index":0,"delta":{"content":"m"},"finish_reason":null}],"error":{"message":"late"}}`),
+			[]byte(head + `"choices":[{"index":0,"delta":{"content":"n"},"finish_reason":null}]`),
+			[]byte(head + `"choices":[{"index":0,"delta":{"content":"bad \q"},"finish_reason":null}]}`),
+			[]byte(head + `"choices":[{"index":0,"delta":{"content":null},"finish_reason":null}]}`),
+			[]byte(head + `"choices":[{"index":0,"delta":{"content":"o"},"finish_reason":null}]}`),
+			[]byte(head + `"choices":[{"index":0,"delta":{"content":""},"finish_reason":null}]}`),
+			[]byte(head + `"choices":[{"index":0,"delta":{"content":"p","refusal":null},"finish_reason":null}]}`),
+			[]byte(head + `"choices":[{"index":0,"delta":{"content":"q","refusal":null},"finish_reason":null}]}`),
+			[]byte(head + `"choices":[{"index":0,"delta":{"content":"r","tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":""}}]},"finish_reason":null}]}`),
+			[]byte(head + `"choices":[{"index":0,"delta":{"content":"s","tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":""}}]},"finish_reason":null}]}`),
+			[]byte(head + `"choices":[{"index":0,"delta":{"content":"t"},"finish_reason":null},{"index":1,"delta":{"content":"t1"}}]}`),
+			[]byte(head + `"choices":[{"index":0,"delta":{"content":"u"},"finish_reason":null},{"index":1,"delta":{"content":"u1"}}]}`),
+			[]byte(head + `"choices":[{"index":0,"delta":{"content":"v"},"finish_reason":"stop"}]}`),
+			[]byte(head + `"choices":[{"index":0,"delta":{"content":"w"},"finish_reason":"stop"}]}`),
+			[]byte(`[DONE]`),
 		},
 	}
 	for name, chunks := range cases {
@@ -82,5 +101,10 @@ func TestPrefixSkipChangesNothing(t *testing.T) {
 	}
 	if _, resumed := d.resume(chunks[3]); !resumed || len(d.prefix) < 150 {
 		t.Fatalf("prefix of %d bytes not resumed", len(d.prefix))
+	}
+	// A content chunk like the last one is decoded from the bytes around
+	// its text.
+	if _, ok := d.template(chunks[3]); !ok || len(d.pending) != 1 || d.pending[0].Type != llm.EventText {
+		t.Fatalf("content chunk not decoded from the template (%d events queued)", len(d.pending))
 	}
 }

@@ -54,6 +54,16 @@ type streamDecoder struct {
 	// comma, since walking them again would change nothing. That is about
 	// 40% of a content chunk's bytes.
 	prefix []byte
+
+	// before and after are the last chunk's bytes around the first
+	// choice's content value, after ending with the choices array, when
+	// that chunk was a plain content delta (see keepTemplate); empty
+	// otherwise. A chunk with the same bytes around another string is
+	// decoded as that text, and only its members after choices are walked.
+	before, after []byte
+	// content is the current chunk's content value when its delta may
+	// make it a template (see delta), or nil.
+	content []byte
 }
 
 // plainKey reports whether a top-level member can be skipped when its bytes
@@ -139,8 +149,16 @@ func (d *streamDecoder) feed(name, data []byte) (bool, error) {
 	}
 
 	var usage, errv, xgroq, finish []byte
-	o, resumed := d.resume(data)
-	plain := !resumed // every member so far is plain and walked
+	o, templated := d.template(data)
+	resumed := templated
+	if !templated {
+		d.before, d.after = d.before[:0], d.after[:0]
+		o, resumed = d.resume(data)
+	}
+	plain := !resumed   // every member so far is plain and walked
+	plainBefore := true // every member before choices is plain
+	choicesEnd := 0     // where the one choices array ended
+	var content []byte  // its one choice's content, if it may be a template
 	for o.Next() {
 		if plain && !plainKey(o.Key()) {
 			plain = false
@@ -148,12 +166,17 @@ func (d *streamDecoder) feed(name, data []byte) (bool, error) {
 				d.keepPrefix(data, o.KeyStart())
 			}
 		}
+		if choicesEnd == 0 && !plainKey(o.Key()) && string(o.Key()) != "choices" {
+			plainBefore = false
+		}
 		switch string(o.Key()) {
 		case "choices":
 			// Walked in place: the choices are scanned once.
 			a := o.Array()
+			n := 0
 			for a.Next() {
 				ch := a.Object()
+				d.content = nil
 				f, err := d.choice(&ch)
 				if err != nil {
 					return false, err
@@ -162,11 +185,17 @@ func (d *streamDecoder) feed(name, data []byte) (bool, error) {
 				if f != nil {
 					finish = f
 				}
+				n++
+				content = d.content
 			}
 			if err := a.Err(); err != nil {
 				return false, decodeErr("choices", err)
 			}
 			o.Consumed(a.End())
+			if choicesEnd != 0 || n != 1 {
+				content = nil // two choices arrays, or not one choice
+			}
+			choicesEnd = a.End()
 		case "usage":
 			usage = o.Value()
 		case "error":
@@ -223,7 +252,48 @@ func (d *streamDecoder) feed(name, data []byte) (bool, error) {
 		}
 		return false, apiError(info, status)
 	}
+	if !templated && plainBefore && content != nil && finish == nil {
+		d.keepTemplate(data, content, choicesEnd)
+	}
 	return false, nil
+}
+
+// template returns the iterator of a chunk that is the last plain content
+// delta with another text: the same bytes before the first choice's content
+// value and from its end to the end of choices. Its text is queued and the
+// iterator resumes after choices. ok is false for any other chunk, or when
+// its text does not decode (the whole walk then says why).
+func (d *streamDecoder) template(data []byte) (o jsonscan.Object, ok bool) {
+	n := len(d.before)
+	if n == 0 || len(data) <= n || string(data[:n]) != string(d.before) {
+		return o, false
+	}
+	s, m, err := jsonscan.StringPrefix(data[n:])
+	e := n + m + len(d.after)
+	if err != nil || e > len(data) || string(data[n+m:e]) != string(d.after) {
+		return o, false
+	}
+	if o = jsonscan.ResumeObject(data, e); o.Err() != nil {
+		return o, false
+	}
+	if s != "" {
+		_ = d.send(llm.Event{Type: llm.EventText, Text: s})
+	}
+	return o, true
+}
+
+// keepTemplate records the bytes around content (a slice of data: the walk
+// is in place, so its offset is what its capacity lacks) up to choicesEnd.
+// The chunk was walked whole: its members before choices plain, one choice
+// whose only effect was this content text (see delta), and no finish.
+func (d *streamDecoder) keepTemplate(data, content []byte, choicesEnd int) {
+	cs := cap(data) - cap(content)
+	ce := cs + len(content)
+	if cs <= 0 || ce > choicesEnd || choicesEnd > len(data) || &data[cs] != &content[0] {
+		return
+	}
+	d.before = append(d.before[:0], data[:cs]...)
+	d.after = append(d.after[:0], data[ce:choicesEnd]...)
 }
 
 // resume returns the iterator for a chunk: resumed at the end of the
@@ -324,6 +394,12 @@ func (d *streamDecoder) delta(choice int, v []byte) error {
 	}
 	if err := o.Err(); err != nil {
 		return decodeErr("delta", err)
+	}
+	// A delta whose only effect is its content text may be the template of
+	// the next chunk (see template): nothing else that acts, a null or
+	// absent refusal.
+	if choice == 0 && jsonscan.IsString(content) && rc == nil && rs == nil && rd == nil && tools == nil && fcall == nil && images == nil && jsonscan.IsNull(refusal) {
+		d.content = content
 	}
 
 	if choice == 0 {

@@ -433,7 +433,29 @@ func String(v []byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	raw := v[i+1 : end-1]
+	return decodeRaw(v[i+1 : end-1])
+}
+
+// StringPrefix decodes the JSON string that v starts with (no space before
+// it) and returns it with the number of bytes it took, quotes included.
+// What follows the string is not looked at.
+func StringPrefix(v []byte) (string, int, error) {
+	if len(v) == 0 || v[0] != '"' {
+		return "", 0, ErrSyntax
+	}
+	end, err := skipString(v, 0)
+	if err != nil {
+		return "", 0, err
+	}
+	s, err := decodeRaw(v[1 : end-1])
+	if err != nil {
+		return "", 0, err
+	}
+	return s, end, nil
+}
+
+// decodeRaw decodes the bytes between a string's quotes.
+func decodeRaw(raw []byte) (string, error) {
 	simple := true
 	ascii := true
 	for _, c := range raw {

@@ -52,3 +52,25 @@ func TestKeyStart(t *testing.T) {
 		t.Fatalf("key starts = %v", starts)
 	}
 }
+
+func TestStringPrefix(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want string
+		n    int
+		ok   bool
+	}{
+		{`"a\"b"},"x"`, `a"b`, 6, true},
+		{`""rest`, ``, 2, true},
+		{`"caf\u00e9" `, `café`, 11, true},
+		{` "a"`, ``, 0, false},
+		{`"open`, ``, 0, false},
+		{`"bad \q"`, ``, 0, false},
+		{`null`, ``, 0, false},
+	} {
+		s, n, err := StringPrefix([]byte(tc.in))
+		if (err == nil) != tc.ok || s != tc.want || n != tc.n {
+			t.Errorf("StringPrefix(%q) = %q, %d, %v; want %q, %d, ok=%v", tc.in, s, n, err, tc.want, tc.n, tc.ok)
+		}
+	}
+}
