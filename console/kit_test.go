@@ -21,6 +21,9 @@ import (
 	"github.com/chorusrt/chorus/store"
 )
 
+// testPrices price the simulator's echo model (made-up numbers).
+var testPrices = llm.Prices{"sim/echo": {Input: 0.15, Output: 0.6}}
+
 const testToken = "operator-token-for-tests"
 
 // hostile is what the refund tool returns: markup that must stay text.
@@ -58,7 +61,7 @@ func newKit(t *testing.T, o kitOpts) *kit {
 	}
 	k.sim = s
 	t.Cleanup(func() { s.Close() })
-	rt, err := runtime.New(runtime.WithProvider(s.Config()))
+	rt, err := runtime.New(runtime.WithProvider(s.Config()), runtime.WithAlias("fast", "sim/echo", "sim/quick"), runtime.WithPrices(testPrices))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,6 +81,7 @@ func newKit(t *testing.T, o kitOpts) *kit {
 	schema := json.RawMessage(`{"type":"object","properties":{"order":{"type":"integer"}}}`)
 	m, err := session.New(session.Options{
 		Journal: j, Model: rt, ModelName: "sim/echo", Media: session.NewLocalMedia(filepath.Join(dir, "media")),
+		ApprovalTimeout: 30 * time.Minute,
 		Tools: []session.Tool{
 			{Def: llm.Tool{Name: "refund", Description: "refund an order", Parameters: schema}, Effect: session.EffectNonIdempotentWrite,
 				Handler: func(ctx context.Context, c session.Call) (session.Result, error) {
@@ -132,7 +136,7 @@ func ctxT(t testing.TB, d time.Duration) context.Context {
 // approval, and returns the pending interrupt.
 func (k *kit) refundSession(id string) session.Interrupt {
 	k.t.Helper()
-	if err := k.m.Send(ctxT(k.t, 10*time.Second), id, llm.UserText("please refund order 7")); err != nil {
+	if err := k.m.Send(ctxT(k.t, 10*time.Second), id, llm.UserText(`please refund {"order": 7}`)); err != nil {
 		k.t.Fatal(err)
 	}
 	deadline := time.Now().Add(15 * time.Second)

@@ -31,6 +31,7 @@ func newPages() (*pages, error) {
 			}
 			return t.UTC().Format(time.RFC3339)
 		},
+		"clock": func(t time.Time) string { return t.UTC().Format("15:04:05.000") },
 		"ptime": func(t *time.Time) string {
 			if t == nil {
 				return ""

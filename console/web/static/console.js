@@ -38,6 +38,7 @@
     if (m < 60) return m + "m" + (s % 60) + "s";
     return Math.floor(m / 60) + "h" + (m % 60) + "m";
   }
+  function clock(iso) { return iso ? iso.substring(11, 23) : ""; }
   function live(ok) {
     const l = document.getElementById("live");
     if (l) l.className = ok ? "live on" : "live off";
@@ -72,35 +73,51 @@
   }
 
   // ---- Credentials: the table and each credential's window chart.
-  const history = new Map(); // key -> [{req: fraction or null, inflight}]
+  const history = new Map(); // key -> [{left, rate, requests}]
   const HIST = 120;
-  function chart(points) {
+  // chart draws a credential's window over the samples of the stream:
+  // green, the requests left in the provider's window (scaled to the range
+  // seen); blue bars, the requests made per sample.
+  function chart(points, limit) {
     const NS = "http://www.w3.org/2000/svg";
-    const w = 160, h = 36;
+    const w = 180, h = 44, top = 12;
     const svg = document.createElementNS(NS, "svg");
     svg.setAttribute("width", w); svg.setAttribute("height", h);
     svg.setAttribute("viewBox", "0 0 " + w + " " + h);
     svg.setAttribute("class", "spark");
-    const bg = document.createElementNS(NS, "rect");
-    bg.setAttribute("width", w); bg.setAttribute("height", h); bg.setAttribute("class", "spark-bg");
-    svg.appendChild(bg);
-    const maxIn = Math.max(1, ...points.map((p) => p.inflight));
-    const step = w / (HIST - 1);
-    const x0 = w - (points.length - 1) * step;
-    const line = (vals, cls) => {
-      const pts = [];
-      vals.forEach((v, i) => { if (v !== null) pts.push((x0 + i * step).toFixed(1) + "," + (h - 2 - v * (h - 4)).toFixed(1)); });
-      if (pts.length < 1) return;
-      const pl = document.createElementNS(NS, "polyline");
-      pl.setAttribute("points", pts.join(" "));
-      pl.setAttribute("class", cls);
-      svg.appendChild(pl);
+    const add = (tag, attrs, text) => {
+      const e = document.createElementNS(NS, tag);
+      for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+      if (text !== undefined) e.textContent = text;
+      svg.appendChild(e);
+      return e;
     };
-    line(points.map((p) => p.req), "spark-budget");
-    line(points.map((p) => p.inflight / maxIn), "spark-inflight");
-    const title = document.createElementNS(NS, "title");
-    title.textContent = "green: requests left in the window (share of the limit); blue: in flight";
-    svg.appendChild(title);
+    add("rect", { width: w, height: h, class: "spark-bg" });
+    const span = Math.max(points.length, 40); // a fresh page fills in from the right
+    const step = w / span;
+    const x0 = w - points.length * step;
+    const maxRate = Math.max(1, ...points.map((p) => p.rate));
+    points.forEach((p, i) => {
+      const bh = (p.rate / maxRate) * (h - top) * 0.5;
+      if (bh > 0) add("rect", { x: (x0 + i * step).toFixed(1), y: (h - bh).toFixed(1), width: Math.max(1, step - 1).toFixed(1), height: bh.toFixed(1), class: "spark-rate" });
+    });
+    const known = points.filter((p) => p.left !== null).map((p) => p.left);
+    if (known.length) {
+      const hi = Math.max(...known); // zoomed to the range seen: the drain shows
+      const lo = Math.min(...known);
+      const range = Math.max(1, hi - lo);
+      const pts = [];
+      points.forEach((p, i) => {
+        if (p.left === null) return;
+        const y = top + (1 - (p.left - lo) / range) * (h - top - 4);
+        pts.push((x0 + (i + 0.5) * step).toFixed(1) + "," + y.toFixed(1));
+      });
+      add("polyline", { points: pts.join(" "), class: "spark-budget" });
+      add("text", { x: 3, y: 10, class: "spark-label" }, known[known.length - 1] + " left" + (limit > 0 ? " of " + limit : ""));
+    } else {
+      add("text", { x: 3, y: 10, class: "spark-label" }, "no limit reported");
+    }
+    add("title", {}, "green: requests left in the window; blue: requests per update");
     return svg;
   }
   function renderCredentials(v) {
@@ -111,13 +128,14 @@
     for (const c of v.credentials) {
       const key = c.provider + "/" + c.credential;
       const hs = history.get(key) || [];
-      hs.push({ req: c.limit_requests > 0 && c.remaining_requests >= 0 ? Math.min(1, c.remaining_requests / c.limit_requests) : null, inflight: c.in_flight });
+      const prev = hs.length ? hs[hs.length - 1].requests : c.requests;
+      hs.push({ left: c.remaining_requests >= 0 ? c.remaining_requests : null, rate: Math.max(0, c.requests - prev), requests: c.requests });
       while (hs.length > HIST) hs.shift();
       history.set(key, hs);
       const costs = c.costs.map((x) => x.model + " $" + x.usd.toFixed(6)).join(" ");
       const tr = row([c.provider + "#" + c.credential, { text: c.fingerprint, cls: "mono" }, num(c.queued), num(c.in_flight), num(c.requests),
         num(c.failed), num(c.rate_limited), num(c.retries), num(budget(c.remaining_requests, c.limit_requests)),
-        num(budget(c.remaining_tokens, c.limit_tokens)), c.cooldown_until || "", c.learned.join(", "), costs, chart(hs)]);
+        num(budget(c.remaining_tokens, c.limit_tokens)), c.cooldown_until || "", c.learned.join(", "), costs, chart(hs, c.limit_requests)]);
       tr.dataset.key = key;
       tr.lastChild.className = "chart";
       tb.appendChild(tr);
@@ -284,8 +302,9 @@
       const tl = document.querySelector("#timeline tbody"); clear(tl);
       for (const e of v.timeline) {
         let text = e.text || "";
+        if (text && e.calls && e.calls.length) text += "\n";
         for (const c of e.calls || []) text += "call " + c.name + " " + c.arguments + (c.approval ? " (needs approval)" : "") + "\n";
-        tl.appendChild(row([num(e.seq), e.at, e.kind, num(e.turn), num(e.step || ""), num(e.attempt || ""), e.tool || "", e.effect || "",
+        tl.appendChild(row([num(e.seq), { text: clock(e.at), cls: "mono" }, e.kind, num(e.turn), num(e.step || ""), num(e.attempt || ""), e.tool || "", e.effect || "",
           (e.status || "") + (e.approved === undefined ? "" : e.approved ? "approved" : "rejected"),
           e.usage ? e.usage.prompt_tokens + "/" + e.usage.completion_tokens : "", pre(text)]));
       }
