@@ -120,9 +120,10 @@ func (c *Client) Chat(ctx context.Context, req *llm.ChatRequest) (*llm.ChatResul
 		if err != nil {
 			return attemptResult{err: err}
 		}
+		c.traceApplied(ctx, req, sent, false, attempt) // learntrace.go
 		r, status, err := c.chatAttempt(ctx, codec, wreq, attempt)
 		if err != nil {
-			return attemptResult{status: status, err: err, relearned: c.learnFrom(err, req, sent, false)}
+			return attemptResult{status: status, err: err, relearned: c.learnFrom(ctx, err, req, sent, false, attempt)}
 		}
 		res = r
 		return attemptResult{status: status, requestID: r.Meta.RequestID}

@@ -1,12 +1,15 @@
 package providers
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/providers/internal/wire"
@@ -227,9 +230,13 @@ func containsAny(s string, subs ...string) bool {
 // learnFrom reads a rejection for a parameter this request actually sent
 // and records it. It reports whether the request should be sent again at
 // once, rebuilt without the parameter. A rejection of the route (the model
-// is only served by the Responses API) is read first, by learnRoute.
-func (c *Client) learnFrom(err error, req *llm.ChatRequest, sent wire.Learned, stream bool) bool {
+// is only served by the Responses API) is read first, by learnRoute. What
+// the attempt learned goes on ctx's span (learntrace.go).
+func (c *Client) learnFrom(ctx context.Context, err error, req *llm.ChatRequest, sent wire.Learned, stream bool, attempt int) bool {
 	if c.learnRoute(err, req) {
+		if trace.SpanFromContext(ctx).IsRecording() {
+			traceLearned(ctx, routeLesson(err), attempt)
+		}
 		return true
 	}
 	var api *llm.APIError
@@ -258,6 +265,7 @@ func (c *Client) learnFrom(err error, req *llm.ChatRequest, sent wire.Learned, s
 		return false
 	}
 	c.learn(f, api.Message)
+	traceLearned(ctx, f, attempt)
 	return true
 }
 

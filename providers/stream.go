@@ -88,6 +88,7 @@ func (c *Client) streamLadder(ctx context.Context, req *llm.ChatRequest, out fun
 	err := c.ladder(ctx, "stream", req.Model, func(ctx context.Context, attempt int) attemptResult {
 		sent := c.learned.snapshot()
 		codec := c.chatCodec(req)
+		c.traceApplied(ctx, req, sent, true, attempt) // learntrace.go
 		var status int
 		var err error
 		if c.learned.Has(LearnBuffered) {
@@ -112,7 +113,7 @@ func (c *Client) streamLadder(ctx context.Context, req *llm.ChatRequest, out fun
 			r.err = &finalErr{err: &llm.StreamError{Partial: res, Err: r.err}}
 			return r
 		}
-		r.relearned = c.learnFrom(err, req, sent, true)
+		r.relearned = c.learnFrom(ctx, err, req, sent, true, attempt)
 		return r
 	})
 	var final *llm.StreamError
@@ -218,6 +219,7 @@ func (c *Client) streamAttempt(ctx context.Context, codec wire.Codec, req *llm.C
 			return nil, resp.StatusCode, c.stampError(perr, resp)
 		}
 		c.learn(LearnBuffered, "a stream request was answered with "+ct)
+		traceLearned(ctx, LearnBuffered, attempt)
 		res.Meta = meta
 		res.Meta.Model = res.Model
 		res.Meta.Buffered = true

@@ -35,7 +35,8 @@ const (
 	EventAdmitted      = "chorus.admitted"
 	EventCooldown      = "chorus.cooldown"
 	EventFallback      = "chorus.fallback"
-	EventLearnedFlag   = "chorus.learned"
+	EventLearnedFlag   = "chorus.learned"         // an attempt taught a flag (providers.EventLearned)
+	EventLearnedUsed   = "chorus.learned.applied" // a learned flag shaped an attempt (providers.EventLearnedApplied)
 	EventApprovalAsked = "chorus.approval.requested"
 	EventApprovalDone  = "chorus.approval.resolved"
 )
