@@ -107,7 +107,7 @@ func chorusHeaders(hd http.Header, rep *runtime.CallReport, meta *llm.ResponseMe
 	if meta != nil && meta.Attempts > 0 {
 		hd.Set("x-chorus-http-attempts", strconv.Itoa(meta.Attempts))
 	}
-	if rep.Priced && meta != nil {
+	if meta != nil && rep.Priced { // a stream's cost is not known yet: never read it here
 		hd.Set("x-chorus-cost-usd", strconv.FormatFloat(rep.Cost, 'f', -1, 64))
 	}
 }

@@ -24,6 +24,39 @@
 //	GET  /v1/models             the runtime's aliases, then every provider's
 //	                            models as provider/model
 //
+// OpenAI Files and Batch (batch jobs on any provider, through package batch):
+//
+//	POST   /v1/files                 multipart upload, purpose=batch only
+//	GET    /v1/files, /v1/files/{id}, GET /v1/files/{id}/content, DELETE /v1/files/{id}
+//	POST   /v1/batches               endpoint /v1/chat/completions or /v1/embeddings, window 24h
+//	GET    /v1/batches, /v1/batches/{id}
+//	POST   /v1/batches/{id}/cancel
+//
+// A batch is validated first (status validating): every line must be JSON
+// with a custom_id, the batch's endpoint as url, and a model its key may
+// call; otherwise the batch fails with OpenAI's errors list (code, line,
+// param) and nothing runs. Then it runs (in_progress) through batch.Run:
+// live on the runtime, paced to the providers' limits, with
+// Options.BatchConcurrency lines at once; or, with Options.BatchNative, on
+// the providers' own batch APIs where they have one. Its output is split
+// (finalizing) into OpenAI's output file (answered lines) and error file
+// (failed lines, bad lines included), each with an id only once it holds a
+// line. Cancel stops the job at once (upstream calls are cancelled, native
+// batches cancelled) and leaves in the files what finished. Batch lines
+// are not charged to the key's RPM, TPM or concurrency: the runtime paces
+// them.
+//
+// Files and batches live in Options.FilesDir (default a temporary
+// directory, removed by Close): each file as its bytes and a JSON object
+// beside them, each batch as a JSON object and its append-only output.
+// Ids are "file-" or "batch_" and 128 random bits, unguessable; a file or
+// batch belongs to the gateway key that made it (another key is told 404).
+// An upload is streamed to disk and capped at Options.MaxFileBytes
+// (default 200 MiB, 413 past it); a batch at Options.MaxBatchLines lines
+// (default 50,000). A Handler closed while batches run leaves them in the
+// directory, and a new Handler on it resumes them (batch.Resume: a line
+// already answered is never run or written again).
+//
 // Anthropic Messages format:
 //
 //	POST /v1/messages              buffered, or Anthropic's streamed events

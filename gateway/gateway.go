@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chorusrt/chorus/batch"
 	"github.com/chorusrt/chorus/runtime"
 )
 
@@ -64,6 +66,25 @@ type Options struct {
 	FlushEvents int
 	// Now is the clock of the per-key limits (default time.Now).
 	Now func() time.Time
+
+	// FilesDir keeps the files of /v1/files and the state of /v1/batches
+	// (default: a temporary directory, made at the first upload and
+	// removed by Close). With a directory of its own, a restarted gateway
+	// serves the files and batches of the previous one and resumes its
+	// running batches where they stopped.
+	FilesDir string
+	// MaxFileBytes caps an uploaded file (default DefaultMaxFileBytes).
+	MaxFileBytes int64
+	// MaxBatchLines caps a batch's requests (default DefaultMaxBatchLines).
+	MaxBatchLines int
+	// BatchConcurrency is how many lines of one batch run at once live
+	// (default 32; the runtime paces them to the providers' limits).
+	BatchConcurrency int
+	// BatchNative, when set, sends batch lines to the providers' own batch
+	// APIs (OpenAI, Anthropic, Gemini) with its Clients (see batch.Native;
+	// Cancel is ignored); lines it cannot send run live. Nil: every line
+	// runs live.
+	BatchNative *batch.Native
 }
 
 // Handler serves the providers' wire formats over a runtime. It is an
@@ -75,6 +96,9 @@ type Handler struct {
 	log  *slog.Logger
 	mux  *http.ServeMux
 	keys map[[32]byte]*keyState
+
+	files   *fileStore // files.go
+	batches batches    // batches.go
 }
 
 // New returns a Handler over rt. It does not own rt: closing the runtime
@@ -105,8 +129,47 @@ func New(rt *runtime.Runtime, opts Options) (*Handler, error) {
 		}
 		h.keys[k.SHA256] = newKeyState(k)
 	}
+	if opts.MaxFileBytes <= 0 {
+		h.opts.MaxFileBytes = DefaultMaxFileBytes
+	}
+	if opts.MaxBatchLines <= 0 {
+		h.opts.MaxBatchLines = DefaultMaxBatchLines
+	}
+	var err error
+	if h.files, err = openFileStore(opts.FilesDir, h.opts.MaxFileBytes); err != nil {
+		return nil, err
+	}
+	h.batches.jobs = map[string]*batchJob{}
+	h.batches.base, h.batches.stop = context.WithCancel(context.Background())
+	if opts.FilesDir != "" {
+		if err := h.loadBatches(); err != nil {
+			h.batches.stop()
+			h.batches.wg.Wait()
+			return nil, err
+		}
+	}
 	h.routes()
 	return h, nil
+}
+
+// Close stops the batch jobs and waits for them (until ctx ends): with a
+// FilesDir of its own, a new Handler on the same directory resumes them.
+// A temporary files directory is removed. Close does not close the
+// runtime, and answers no request after it only for batches.
+func (h *Handler) Close(ctx context.Context) error {
+	h.batches.stop()
+	done := make(chan struct{})
+	go func() {
+		h.batches.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	h.files.close()
+	return nil
 }
 
 // Authenticated reports whether the handler requires gateway keys.
@@ -116,6 +179,15 @@ func (h *Handler) routes() {
 	h.mux.HandleFunc("POST /v1/chat/completions", h.openAIChat)
 	h.mux.HandleFunc("POST /v1/responses", h.openAIResponses)
 	h.mux.HandleFunc("POST /v1/embeddings", h.openAIEmbeddings)
+	h.mux.HandleFunc("POST /v1/files", h.uploadFile)
+	h.mux.HandleFunc("GET /v1/files", h.listFiles)
+	h.mux.HandleFunc("GET /v1/files/{id}", h.getFile)
+	h.mux.HandleFunc("DELETE /v1/files/{id}", h.deleteFile)
+	h.mux.HandleFunc("GET /v1/files/{id}/content", h.fileContent)
+	h.mux.HandleFunc("POST /v1/batches", h.createBatch)
+	h.mux.HandleFunc("GET /v1/batches", h.listBatches)
+	h.mux.HandleFunc("GET /v1/batches/{id}", h.getBatch)
+	h.mux.HandleFunc("POST /v1/batches/{id}/cancel", h.cancelBatch)
 	h.mux.HandleFunc("GET /v1/models", h.openAIModels)
 	h.mux.HandleFunc("POST /v1/messages", h.anthropicMessages)
 	h.mux.HandleFunc("POST /v1/messages/count_tokens", h.anthropicCountTokens)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +27,8 @@ var fast = providers.RetryPolicy{MaxAttempts: 2, BaseDelay: time.Millisecond, Ma
 type fixture struct {
 	up  *llmtest.Server
 	rt  *runtime.Runtime
+	h   *gateway.Handler
+	cur atomic.Pointer[gateway.Handler] // what the server serves
 	gw  *httptest.Server
 	url string
 }
@@ -51,14 +54,20 @@ func newFixture(t *testing.T, opts gateway.Options, rtOpts ...runtime.Option) *f
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw := httptest.NewServer(h)
+	fx := &fixture{up: up, rt: rt, h: h}
+	fx.cur.Store(h)
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fx.cur.Load().ServeHTTP(w, r) }))
+	fx.gw, fx.url = gw, gw.URL
 	t.Cleanup(func() {
 		gw.CloseClientConnections()
 		gw.Close()
+		if err := h.Close(context.Background()); err != nil {
+			t.Errorf("closing the handler: %v", err)
+		}
 		rt.Close(context.Background())
 		up.Close()
 	})
-	return &fixture{up: up, rt: rt, gw: gw, url: gw.URL}
+	return fx
 }
 
 type answer struct {

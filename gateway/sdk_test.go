@@ -199,3 +199,30 @@ func TestResponsesNodeSDK(t *testing.T) {
 	}
 	waitNoneInFlight(t, f)
 }
+
+// TestBatchesNodeSDK drives /v1/files and /v1/batches with the official
+// openai npm package: files.create, batches.create, batches.retrieve
+// polling, files.content of the output and error files, batches.list,
+// batches.cancel, a model the key may not call, another key's file.
+func TestBatchesNodeSDK(t *testing.T) {
+	opts := sdkKeys()
+	opts.Keys[0].Models = []string{"openai/*"}
+	opts.Keys[1].RPM = 0
+	f := newFixture(t, opts)
+	f.up.Push(llmtest.Text("one"), llmtest.Text("two"), llmtest.Fail(llmtest.Fault{Kind: llmtest.FaultStall, Stall: 5 * time.Minute}))
+	out := runNode(t, "batches.cjs", f.url, "gk-sdk-good")
+	b := out["batch"]
+	texts, _ := b["texts"].([]any)
+	if b["file"] != "batch" || b["bytes"] != true || b["created"] != "validating" || b["status"] != "completed" || len(texts) != 2 {
+		t.Errorf("batch: %v", b)
+	}
+	expect(t, out, "batch", map[string]any{"counts": map[string]int{"total": 3, "completed": 2, "failed": 1}, "errors": []string{"c"}, "metadata": map[string]string{"job": "sdk"}})
+	if got := mustJSON(texts); got != `["a:one","b:two"]` && got != `["a:two","b:one"]` {
+		t.Errorf("batch answers %s", got)
+	}
+	expect(t, out, "list", map[string]any{"has": true})
+	expect(t, out, "refused", map[string]any{"status": "failed", "code": "model_not_allowed", "line": 1})
+	expect(t, out, "cancel", map[string]any{"cancelling": true, "status": "cancelled", "completed": 0})
+	expect(t, out, "foreign", map[string]any{"error": "NotFoundError", "status": 404})
+	waitNoneInFlight(t, f)
+}

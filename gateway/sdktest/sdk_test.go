@@ -3,6 +3,7 @@ package sdktest
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -66,6 +67,9 @@ func newFixture(t *testing.T) *fixture {
 		tr.CloseIdleConnections()
 		gw.CloseClientConnections()
 		gw.Close()
+		if err := h.Close(context.Background()); err != nil {
+			t.Errorf("closing the gateway: %v", err)
+		}
 		rt.Close(context.Background())
 		up.Close()
 	})
@@ -342,4 +346,48 @@ func TestOpenAIGoSDKResponses(t *testing.T) {
 		t.Fatalf("mid-stream failure: text %q err %v", text, s.Err())
 	}
 	f.waitNoneInFlight(t)
+}
+
+// TestOpenAIGoSDKBatches runs an OpenAI batch job through the gateway with
+// openai-go: Files.New, Batches.New, Batches.Get polling, Files.Content of
+// the output and error files.
+func TestOpenAIGoSDKBatches(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	c := openai.NewClient(option.WithBaseURL(f.url+"/v1"), option.WithAPIKey("gk-good"), option.WithMaxRetries(0), option.WithHTTPClient(f.hc))
+	in := `{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"openai/gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}}
+{"custom_id":"b","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt","messages":[{"role":"wizard","content":"hi"}]}}
+`
+	file, err := c.Files.New(ctx, openai.FileNewParams{File: openai.File(strings.NewReader(in), "in.jsonl", "application/jsonl"), Purpose: openai.FilePurposeBatch})
+	if err != nil || file.Purpose != "batch" || file.Bytes != int64(len(in)) {
+		t.Fatalf("upload: %v %+v", err, file)
+	}
+	b, err := c.Batches.New(ctx, openai.BatchNewParams{InputFileID: file.ID, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions, CompletionWindow: openai.BatchNewParamsCompletionWindow24h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); b.Status != openai.BatchStatusCompleted; time.Sleep(20 * time.Millisecond) {
+		if b, err = c.Batches.Get(ctx, b.ID); err != nil || time.Now().After(deadline) || b.Status == openai.BatchStatusFailed {
+			t.Fatalf("poll: %v %+v", err, b)
+		}
+	}
+	if b.RequestCounts.Total != 2 || b.RequestCounts.Completed != 1 || b.RequestCounts.Failed != 1 {
+		t.Fatalf("counts %+v", b.RequestCounts)
+	}
+	read := func(id string) string {
+		resp, err := c.Files.Content(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var sb strings.Builder
+		_, _ = io.Copy(&sb, resp.Body)
+		return sb.String()
+	}
+	if out := read(b.OutputFileID); !strings.Contains(out, `"custom_id":"a"`) || !strings.Contains(out, `"status_code":200`) {
+		t.Errorf("output file %s", out)
+	}
+	if e := read(b.ErrorFileID); !strings.Contains(e, `"custom_id":"b"`) || !strings.Contains(e, `"error":{`) {
+		t.Errorf("error file %s", e)
+	}
 }

@@ -1,0 +1,271 @@
+package gateway_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"mime/multipart"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chorusrt/chorus/gateway"
+	"github.com/chorusrt/chorus/llmtest"
+)
+
+func batchKeys() gateway.Options {
+	return gateway.Options{Keys: []gateway.Key{
+		{Name: "batcher", SHA256: gateway.HashKey("gk-batcher"), Models: []string{"openai/*"}},
+		{Name: "other", SHA256: gateway.HashKey("gk-other")},
+	}}
+}
+
+// upload posts a file the way the OpenAI SDKs do (file first, then
+// purpose) and returns the answer.
+func (f *fixture) upload(t *testing.T, key, purpose, name string, content []byte) answer {
+	t.Helper()
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	fw, _ := mw.CreateFormFile("file", name)
+	_, _ = fw.Write(content)
+	_ = mw.WriteField("purpose", purpose)
+	_ = mw.Close()
+	req, _ := http.NewRequest("POST", f.url+"/v1/files", &body)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := f.gw.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	_, _ = b.ReadFrom(resp.Body)
+	return answer{status: resp.StatusCode, header: resp.Header, body: b.Bytes()}
+}
+
+type batchObj struct {
+	ID            string  `json:"id"`
+	Object        string  `json:"object"`
+	Status        string  `json:"status"`
+	OutputFileID  *string `json:"output_file_id"`
+	ErrorFileID   *string `json:"error_file_id"`
+	RequestCounts struct {
+		Total, Completed, Failed int
+	} `json:"request_counts"`
+	Errors *struct {
+		Data []struct {
+			Code    string `json:"code"`
+			Line    int    `json:"line"`
+			Message string `json:"message"`
+		} `json:"data"`
+	} `json:"errors"`
+}
+
+// waitBatch polls a batch until it is final.
+func (f *fixture) waitBatch(t *testing.T, key, id string) batchObj {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		a := f.do(t, "GET", "/v1/batches/"+id, "", "Authorization", "Bearer "+key)
+		var b batchObj
+		decode(t, a.body, &b)
+		switch b.Status {
+		case "completed", "failed", "cancelled", "expired":
+			return b
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("batch %s still %s", id, b.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func lines(b []byte) []map[string]any {
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestBatches: an OpenAI batch job through /v1/files and /v1/batches runs
+// on the runtime; its output and error files are OpenAI's; files and
+// batches are their key's only; a line naming a model the key may not
+// call fails the batch's validation.
+func TestBatches(t *testing.T) {
+	f := newFixture(t, batchKeys())
+	const auth = "Bearer gk-batcher"
+	input := `{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"openai/gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}}
+{"custom_id":"b","method":"POST","url":"/v1/chat/completions","body":{"model":"openai/gpt-4.1-mini","messages":[{"role":"user","content":"yo"}]}}
+{"custom_id":"c","method":"POST","url":"/v1/chat/completions","body":{"model":"openai/gpt-4.1-mini","messages":[{"role":"wizard","content":"?"}]}}
+`
+	a := f.upload(t, "gk-batcher", "batch", "in.jsonl", []byte(input))
+	var file struct {
+		ID, Object, Purpose, Filename string
+		Bytes                         int
+	}
+	decode(t, a.body, &file)
+	if a.status != 200 || !strings.HasPrefix(file.ID, "file-") || len(file.ID) != 31 || file.Object != "file" || file.Purpose != "batch" || file.Bytes != len(input) || file.Filename != "in.jsonl" {
+		t.Fatalf("upload %d %s", a.status, a.body)
+	}
+	a = f.do(t, "POST", "/v1/batches", `{"input_file_id":"`+file.ID+`","endpoint":"/v1/chat/completions","completion_window":"24h","metadata":{"job":"t"}}`, "Authorization", auth)
+	var created batchObj
+	decode(t, a.body, &created)
+	if a.status != 200 || !strings.HasPrefix(created.ID, "batch_") || created.Object != "batch" || created.Status != "validating" {
+		t.Fatalf("create %d %s", a.status, a.body)
+	}
+	b := f.waitBatch(t, "gk-batcher", created.ID)
+	if b.Status != "completed" || b.RequestCounts.Total != 3 || b.RequestCounts.Completed != 2 || b.RequestCounts.Failed != 1 || b.OutputFileID == nil || b.ErrorFileID == nil {
+		t.Fatalf("batch %+v", b)
+	}
+	out := f.do(t, "GET", "/v1/files/"+*b.OutputFileID+"/content", "", "Authorization", auth)
+	ol := lines(out.body)
+	if out.status != 200 || len(ol) != 2 {
+		t.Fatalf("output %d %s", out.status, out.body)
+	}
+	for _, l := range ol {
+		resp := l["response"].(map[string]any)
+		body := resp["body"].(map[string]any)
+		msg := body["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)
+		if resp["status_code"] != 200.0 || msg["content"] != "simulated reply" || l["error"] != nil {
+			t.Errorf("output line %v", l)
+		}
+	}
+	el := lines(f.do(t, "GET", "/v1/files/"+*b.ErrorFileID+"/content", "", "Authorization", auth).body)
+	if len(el) != 1 || el[0]["custom_id"] != "c" || el[0]["error"] == nil {
+		t.Fatalf("error file %v", el)
+	}
+	// The list holds it; another key sees neither the batch nor the files.
+	if a := f.do(t, "GET", "/v1/batches?limit=5", "", "Authorization", auth); !strings.Contains(string(a.body), created.ID) || !strings.Contains(string(a.body), `"object":"list"`) {
+		t.Errorf("list %s", a.body)
+	}
+	for _, p := range []string{"/v1/batches/" + created.ID, "/v1/files/" + file.ID, "/v1/files/" + *b.OutputFileID + "/content"} {
+		if a := f.do(t, "GET", p, "", "Authorization", "Bearer gk-other"); a.status != 404 {
+			t.Errorf("another key's GET %s: %d %s", p, a.status, a.body)
+		}
+	}
+	if a := f.do(t, "GET", "/v1/files/../../etc/passwd/content", "", "Authorization", auth); a.status != 404 {
+		t.Errorf("a path for an id: %d", a.status)
+	}
+	if f.up.Count() != 2 {
+		t.Errorf("%d upstream calls, want 2 (the bad line runs nowhere)", f.up.Count())
+	}
+
+	// A model the key may not call fails validation, naming the line.
+	bad := strings.Replace(input, `"model":"openai/gpt-4.1-mini","messages":[{"role":"user","content":"yo"}]`, `"model":"anthropic/claude-haiku-4-5","messages":[{"role":"user","content":"yo"}]`, 1)
+	decode(t, f.upload(t, "gk-batcher", "batch", "bad.jsonl", []byte(bad)).body, &file)
+	decode(t, f.do(t, "POST", "/v1/batches", `{"input_file_id":"`+file.ID+`","endpoint":"/v1/chat/completions","completion_window":"24h"}`, "Authorization", auth).body, &created)
+	b = f.waitBatch(t, "gk-batcher", created.ID)
+	if b.Status != "failed" || b.Errors == nil || len(b.Errors.Data) != 1 || b.Errors.Data[0].Code != "model_not_allowed" || b.Errors.Data[0].Line != 2 {
+		t.Fatalf("disallowed model: %+v", b)
+	}
+	if f.up.Count() != 2 {
+		t.Errorf("a refused batch reached the provider")
+	}
+	// Bad requests.
+	for _, c := range []struct {
+		body   string
+		status int
+	}{
+		{`{"input_file_id":"` + file.ID + `","endpoint":"/v1/responses","completion_window":"24h"}`, 400},
+		{`{"input_file_id":"` + file.ID + `","endpoint":"/v1/chat/completions","completion_window":"1h"}`, 400},
+		{`{"input_file_id":"file-nope","endpoint":"/v1/chat/completions","completion_window":"24h"}`, 404},
+	} {
+		if a := f.do(t, "POST", "/v1/batches", c.body, "Authorization", auth); a.status != c.status {
+			t.Errorf("%s: %d %s", c.body, a.status, a.body)
+		}
+	}
+	if a := f.upload(t, "gk-batcher", "fine-tune", "x.jsonl", []byte("{}")); a.status != 400 {
+		t.Errorf("purpose fine-tune: %d %s", a.status, a.body)
+	}
+}
+
+// TestBatchFileCapAndCancel: an upload past MaxFileBytes is a 413; a
+// cancelled batch stops its upstream calls at once and ends cancelled.
+func TestBatchFileCapAndCancel(t *testing.T) {
+	opts := batchKeys()
+	opts.MaxFileBytes = 1024
+	f := newFixture(t, opts)
+	if a := f.upload(t, "gk-batcher", "batch", "big.jsonl", bytes.Repeat([]byte("x"), 2048)); a.status != 413 {
+		t.Fatalf("oversized upload: %d %s", a.status, a.body)
+	}
+	f.up.Push(llmtest.Fail(llmtest.Fault{Kind: llmtest.FaultStall, Stall: 5 * time.Minute}))
+	in := `{"custom_id":"slow","method":"POST","url":"/v1/chat/completions","body":{"model":"openai/gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}}` + "\n"
+	var file struct{ ID string }
+	decode(t, f.upload(t, "gk-batcher", "batch", "in.jsonl", []byte(in)).body, &file)
+	var created batchObj
+	decode(t, f.do(t, "POST", "/v1/batches", `{"input_file_id":"`+file.ID+`","endpoint":"/v1/chat/completions","completion_window":"24h"}`, "Authorization", "Bearer gk-batcher").body, &created)
+	for deadline := time.Now().Add(10 * time.Second); f.up.Count() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the batch's line never reached the provider")
+		}
+	}
+	a := f.do(t, "POST", "/v1/batches/"+created.ID+"/cancel", "", "Authorization", "Bearer gk-batcher")
+	var c batchObj
+	decode(t, a.body, &c)
+	if a.status != 200 || (c.Status != "cancelling" && c.Status != "cancelled") {
+		t.Fatalf("cancel %d %s", a.status, a.body)
+	}
+	b := f.waitBatch(t, "gk-batcher", created.ID)
+	if b.Status != "cancelled" || b.RequestCounts.Completed != 0 || b.OutputFileID != nil {
+		t.Fatalf("cancelled batch %+v", b)
+	}
+	waitNoneInFlight(t, f)
+	if a := f.do(t, "POST", "/v1/batches/"+created.ID+"/cancel", "", "Authorization", "Bearer gk-batcher"); a.status != 409 {
+		t.Errorf("cancelling a cancelled batch: %d %s", a.status, a.body)
+	}
+}
+
+// TestBatchResumesAfterRestart: a gateway closed while a batch runs
+// leaves it in its files directory; a new gateway on the directory
+// resumes it, runs only the lines not yet answered, and never writes a
+// custom_id twice.
+func TestBatchResumesAfterRestart(t *testing.T) {
+	opts := batchKeys()
+	opts.FilesDir = t.TempDir()
+	opts.BatchConcurrency = 1
+	f := newFixture(t, opts)
+	f.up.Push(llmtest.Text("first"), llmtest.Fail(llmtest.Fault{Kind: llmtest.FaultStall, Stall: 5 * time.Minute}))
+	var in strings.Builder
+	for _, id := range []string{"a", "b", "c"} {
+		in.WriteString(`{"custom_id":"` + id + `","method":"POST","url":"/v1/chat/completions","body":{"model":"openai/gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}}` + "\n")
+	}
+	var file struct{ ID string }
+	decode(t, f.upload(t, "gk-batcher", "batch", "in.jsonl", []byte(in.String())).body, &file)
+	var created batchObj
+	decode(t, f.do(t, "POST", "/v1/batches", `{"input_file_id":"`+file.ID+`","endpoint":"/v1/chat/completions","completion_window":"24h"}`, "Authorization", "Bearer gk-batcher").body, &created)
+	for deadline := time.Now().Add(10 * time.Second); f.up.Count() < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the second line never reached the provider")
+		}
+	}
+	// The gateway stops mid-batch (line a answered, b in flight).
+	if err := f.h.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	waitNoneInFlight(t, f)
+	h2, err := gateway.New(f.rt, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h2.Close(t.Context())
+	f.cur.Store(h2)
+	b := f.waitBatch(t, "gk-batcher", created.ID)
+	if b.Status != "completed" || b.RequestCounts.Completed != 3 || b.OutputFileID == nil {
+		t.Fatalf("resumed batch %+v", b)
+	}
+	ol := lines(f.do(t, "GET", "/v1/files/"+*b.OutputFileID+"/content", "", "Authorization", "Bearer gk-batcher").body)
+	seen := map[string]int{}
+	for _, l := range ol {
+		seen[l["custom_id"].(string)]++
+	}
+	if len(ol) != 3 || seen["a"] != 1 || seen["b"] != 1 || seen["c"] != 1 {
+		t.Fatalf("output lines %v", ol)
+	}
+	if n := f.up.Count(); n != 4 {
+		t.Errorf("%d upstream calls, want 4 (a once, b twice, c once)", n)
+	}
+}
