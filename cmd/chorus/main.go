@@ -19,6 +19,7 @@ Commands:
   models   list the models of every registered provider, or of one
   node     run a member of a Chorus cluster (shared budgets, sessions, batches)
   serve    serve OpenAI-, Anthropic- and Gemini-compatible APIs over the runtime
+  sessions list, show, approve, reject or cancel the sessions of a server
   sim      serve the built-in simulator as a local OpenAI/Anthropic/Gemini API
 
 Every command registers the built-in simulator as provider "sim" (models
@@ -93,6 +94,8 @@ func run(ctx context.Context, e env, args []string) int {
 		return cmdNode(ctx, e, args[1:])
 	case "serve":
 		return cmdServe(ctx, e, args[1:])
+	case "sessions":
+		return cmdSessions(ctx, e, args[1:])
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(e.stdout, usage)
 		return 0
