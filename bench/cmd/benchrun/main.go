@@ -44,6 +44,10 @@ type params struct {
 
 	BatchRequests, BatchConc int
 
+	GWRates             []int
+	GWDuration          time.Duration
+	GWStreams, GWDeltas int
+
 	Soak soak.Config
 }
 
@@ -56,6 +60,7 @@ func fullParams() params {
 		FanStep: 2 * time.Millisecond, FanStreams: 20,
 		RLRequests: 200, RLConc: 16, RLLimit: 40, RLWindow: 500 * time.Millisecond, RLRuns: 1,
 		BatchRequests: 10000, BatchConc: 256,
+		GWRates: []int{1000, 5000}, GWDuration: 2 * time.Second, GWStreams: 10, GWDeltas: 1000,
 		Soak: soak.Config{Duration: 45 * time.Second, Streams: 2000, FaultRate: 0.05},
 	}
 }
@@ -69,6 +74,7 @@ func quickParams() params {
 	p.FanStreams = 5
 	p.RLRequests, p.RLLimit, p.RLWindow = 80, 20, 300*time.Millisecond
 	p.BatchRequests = 2000
+	p.GWDuration, p.GWStreams, p.GWDeltas = 500*time.Millisecond, 3, 300
 	p.Soak = soak.Config{Duration: 10 * time.Second, Streams: 300, FaultRate: 0.05}
 	return p
 }
@@ -187,6 +193,7 @@ func main() {
 	}{
 		{"decode", r.decode}, {"e2e", r.endToEnd}, {"concurrent", r.concurrent},
 		{"fanout", r.fanout}, {"ratelimit", r.rateLimit}, {"batch", r.batch},
+		{"gateway", r.gateway},
 	}
 	for _, s := range steps {
 		if want(s.name) {
@@ -571,6 +578,16 @@ func (r *runner) batch() {
 		job := scenario.Job{Scenario: "batch", Client: s.Name, Format: s.Format, BaseURL: r.srv.URL, Requests: r.p.BatchRequests, Concurrency: r.p.BatchConc}
 		r.measure("batch", fmt.Sprintf("%d requests at %d", r.p.BatchRequests, r.p.BatchConc), job, r.p.MacroRuns, nil, nil)
 	}
+}
+
+// gateway is the gateway scenario (issue 18): in a child process, the
+// runtime over the bench server called in-process and through
+// gateway.New on loopback HTTP, under an open-loop load, then streams.
+func (r *runner) gateway() {
+	job := scenario.Job{Scenario: "gateway", Client: "gateway", Format: corpus.OpenAI, BaseURL: r.srv.URL, Rates: r.p.GWRates, Duration: r.p.GWDuration, Streams: r.p.GWStreams, Deltas: r.p.GWDeltas, Repeats: 1, Timeout: 3 * time.Minute}
+	r.measure("gateway", "openai", job, r.p.MacroRuns, func(*scenario.Job) {
+		r.srv.SetMode(server.Mode{Deltas: r.p.GWDeltas, FlushEvery: r.p.ConcFlush})
+	}, nil)
 }
 
 // errNoRow marks a missing measurement.

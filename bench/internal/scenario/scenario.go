@@ -37,7 +37,11 @@ type Job struct {
 	MaxTokens   int           `json:"max_tokens"`
 	Mixed       bool          `json:"mixed"`          // fanout: Chorus over three formats
 	Keys        []string      `json:"keys,omitempty"` // API keys (default one)
-	Timeout     time.Duration `json:"timeout"`        // whole job
+	// Rates are the open-loop request rates (per second) of the gateway
+	// scenario, each held for Duration.
+	Rates    []int         `json:"rates,omitempty"`
+	Duration time.Duration `json:"duration,omitempty"`
+	Timeout  time.Duration `json:"timeout"` // whole job
 }
 
 // Result is what a child reports: named values (medians over the
@@ -105,6 +109,8 @@ func Run(job Job) (res Result) {
 		err = rateLimited(ctx, job, &res)
 	case "batch":
 		err = batch(ctx, job, &res)
+	case "gateway":
+		err = gatewayRun(ctx, job, &res)
 	default:
 		err = fmt.Errorf("unknown scenario %q", job.Scenario)
 	}

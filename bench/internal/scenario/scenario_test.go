@@ -108,3 +108,32 @@ func TestRateLimitedRuntimePaces(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewayScenario runs the gateway scenario at a toy size: every
+// request through the gateway and in-process answers the expected text,
+// every stream delivers every delta, and each figure is measured.
+func TestGatewayScenario(t *testing.T) {
+	srv, err := server.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	srv.SetMode(server.Mode{Deltas: 30, FlushEvery: 5})
+	res := Run(Job{Scenario: "gateway", BaseURL: srv.URL, Rates: []int{200}, Duration: 250 * time.Millisecond, Streams: 2, Deltas: 30, Repeats: 1, Timeout: 30 * time.Second})
+	if res.Err != "" {
+		t.Fatal(res.Err)
+	}
+	for _, k := range []string{"inproc_200_errors", "gw_200_errors"} {
+		if v, ok := res.Values[k]; !ok || v != 0 {
+			t.Errorf("%s = %v (present %v), notes %v", k, v, ok, res.Notes)
+		}
+	}
+	for _, k := range []string{"inproc_200_p50_us", "gw_200_p50_us", "gw_200_p99_us", "gw_200_cpu_us_per_req", "gw_cpu_ns_per_delta", "inproc_cpu_ns_per_delta"} {
+		if !(res.Values[k] > 0) {
+			t.Errorf("%s = %v, want > 0", k, res.Values[k])
+		}
+	}
+	if n := res.Values["gw_200_requests"]; n != 50 {
+		t.Errorf("gateway requests %v, want 50 (200/s for 250 ms)", n)
+	}
+}
