@@ -97,13 +97,13 @@ func (m memTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}, nil
 }
 
-func memClient(b *testing.B, f Format, body []byte) *Client {
+func memClient(b *testing.B, f Format, body []byte, opts ...Option) *Client {
 	b.Helper()
 	cfg := Config{ID: string(f), Format: f, BaseURL: "http://memory.invalid", APIKey: "k"}
 	if f == FormatOpenAI {
 		cfg.BaseURL += "/v1"
 	}
-	c, err := New(cfg, WithHTTPClient(&http.Client{Transport: memTransport{body: body}}))
+	c, err := New(cfg, append([]Option{WithHTTPClient(&http.Client{Transport: memTransport{body: body}})}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -185,6 +185,41 @@ func BenchmarkDecodeMemory(b *testing.B) {
 			codectest.PerDelta(b, memDeltas, cpu0)
 			if texts != memDeltas || res.FinishReason != llm.FinishStop || !strings.HasPrefix(res.Content, "The quick") {
 				b.Fatalf("streamto: %d texts, finish %q", texts, res.FinishReason)
+			}
+		})
+	}
+}
+
+// BenchmarkStreamChannelMemory is the channel face (Stream, ranging over
+// Events) on the OpenAI body from memory, by stream buffer: what a smaller
+// event channel costs per delta when the consumer keeps up.
+func BenchmarkStreamChannelMemory(b *testing.B) {
+	body := memBody(FormatOpenAI, memDeltas)
+	for _, buf := range []int{64, 16, 8} {
+		b.Run(fmt.Sprintf("buffer=%d", buf), func(b *testing.B) {
+			c := memClient(b, FormatOpenAI, body, WithStreamBuffer(buf))
+			req := &llm.ChatRequest{Model: "m", Messages: []llm.Message{llm.UserText("go")}, MaxTokens: 1024}
+			b.ReportAllocs()
+			texts := 0
+			cpu0 := codectest.ProcessCPU()
+			for b.Loop() {
+				s, err := c.Stream(context.Background(), req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				texts = 0
+				for ev := range s.Events() {
+					if ev.Type == llm.EventText {
+						texts++
+					}
+				}
+				if _, err := s.Result(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			codectest.PerDelta(b, memDeltas, cpu0)
+			if texts != memDeltas {
+				b.Fatalf("%d texts", texts)
 			}
 		})
 	}

@@ -15,8 +15,12 @@ const (
 	// DefaultIdleTimeout ends a stream that sends nothing, keepalive
 	// comments included, for this long (time to first byte included).
 	DefaultIdleTimeout = 90 * time.Second
-	// DefaultStreamBuffer is the capacity of a stream's event channel.
-	DefaultStreamBuffer = 64
+	// DefaultStreamBuffer is the capacity of a stream's event channel. An
+	// llm.Event is 112 bytes: 64 of them were 7 KiB of every open stream's
+	// 17 KiB (BenchmarkStreamMemory), and a smaller channel cost no CPU per
+	// delta when the consumer keeps up (BenchmarkStreamChannelMemory: 16
+	// and 8 measured as 64 or better). WithStreamBuffer sets another.
+	DefaultStreamBuffer = 16
 )
 
 // Option configures a Client.
