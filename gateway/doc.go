@@ -81,8 +81,10 @@
 // Any model behind any format: an Anthropic client may call
 // openai/gpt-4.1-mini and an OpenAI client anthropic/claude-haiku-4-5; the
 // request and answer are translated through package llm. A streamed
-// thinking block carries no signature (llm events do not carry one); the
-// buffered answer does.
+// Anthropic thinking block ends with its signature_delta exactly as
+// Anthropic sent it (the runtime's stream carries it as an EventReasoning
+// with empty Text and the Signature, once per block); the buffered answer
+// carries the signatures too.
 //
 // A model is what the runtime takes: provider/model or an alias. Requests
 // are decoded, and answers encoded, by the server side of each format's

@@ -42,7 +42,10 @@ type Event struct {
 	ToolIndex  int
 	ToolCallID string
 	ToolName   string
-	// Signature is a tool call's opaque signature (Gemini), when present.
+	// Signature is a tool call's opaque signature (Gemini), when present;
+	// on an EventReasoning with empty Text, the signature of the thinking
+	// block being streamed (Anthropic's signature_delta, sent once per
+	// block before it ends).
 	Signature string
 	Usage     *Usage
 	Finish    FinishReason

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -358,6 +359,7 @@ func TestStreamDecoderFixtures(t *testing.T) {
 			var text, reasoning strings.Builder
 			var usageEvents int
 			var finish []llm.FinishReason
+			var sigs []string // streamed thinking signatures, one per signed block
 			for i, e := range evs {
 				switch e.Type {
 				case llm.EventText:
@@ -376,12 +378,24 @@ func TestStreamDecoderFixtures(t *testing.T) {
 						t.Fatalf("ToolIndex %d out of %d calls", e.ToolIndex, len(want.calls))
 					}
 				}
-				if (e.Type == llm.EventText || e.Type == llm.EventReasoning) && e.Text == "" {
+				if (e.Type == llm.EventText || e.Type == llm.EventReasoning) && e.Text == "" && e.Signature == "" {
 					t.Errorf("event %d: empty %v", i, e.Type)
+				}
+				if e.Signature != "" {
+					sigs = append(sigs, e.Signature)
 				}
 			}
 			if text.String() != want.text || res.Content != want.text {
 				t.Errorf("text events %q / Content %q, want %q", text.String(), res.Content, want.text)
+			}
+			var wantSigs []string
+			for _, b := range res.ThinkingBlocks {
+				if b.Signature != "" {
+					wantSigs = append(wantSigs, b.Signature)
+				}
+			}
+			if !slices.Equal(sigs, wantSigs) {
+				t.Errorf("streamed signatures %q, want the blocks' %q", sigs, wantSigs)
 			}
 			if reasoning.String() != want.reasoning || res.Reasoning != want.reasoning {
 				t.Errorf("reasoning %q / %q, want %q", reasoning.String(), res.Reasoning, want.reasoning)

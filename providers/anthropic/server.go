@@ -310,8 +310,11 @@ func EncodeServerMessage(res *llm.ChatResult, id, model string) ([]byte, error) 
 // message_start, then per block content_block_start, its deltas
 // (thinking_delta, text_delta, input_json_delta) and content_block_stop,
 // then message_delta with the stop reason and usage, and message_stop.
-// Streamed reasoning carries no signature in llm events, so a streamed
-// thinking block ends without a signature_delta. Not safe for concurrent use.
+// A thinking block's signature arrives as an EventReasoning with empty
+// Text and the Signature (Anthropic's own streams give one per block) and
+// is sent as its signature_delta, which ends the block; reasoning from a
+// format without signatures ends its block without one. Not safe for
+// concurrent use.
 type ServerStream struct {
 	id, model string
 	started   bool
@@ -376,6 +379,12 @@ func (s *ServerStream) Event(dst []byte, ev *llm.Event) []byte {
 	case llm.EventReasoning:
 		if s.open != "thinking" {
 			dst = s.openBlock(dst, "thinking", obj{"type": "thinking", "thinking": "", "signature": ""})
+		}
+		if ev.Text == "" && ev.Signature != "" {
+			// The block's signature ends it: reasoning that follows is
+			// another block, with its own signature.
+			s.open = "thinking-signed"
+			return s.delta(dst, obj{"type": "signature_delta", "signature": ev.Signature})
 		}
 		return s.delta(dst, obj{"type": "thinking_delta", "thinking": ev.Text})
 	case llm.EventText, llm.EventRefusal:

@@ -347,6 +347,11 @@ func (d *decoder) blockDelta(index, delta []byte, emit wire.Emit) error {
 			return decodeErr("signature_delta", err)
 		}
 		blk.sig += s
+		if s != "" && blk.kind == kindThinking {
+			// Once per block, on the event kind reasoning already uses: no
+			// field is added to every event (see llm.Event.Signature).
+			return d.send(emit, llm.Event{Type: llm.EventReasoning, Signature: s})
+		}
 	case "input_json_delta":
 		if blk.kind != kindTool { // server_tool_use input: not a client call
 			return nil

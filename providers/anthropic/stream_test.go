@@ -171,13 +171,15 @@ func TestStreamThinkingBlocksKeepTheirOwnSignatures(t *testing.T) {
 	if res.Reasoning != "step onestep two" || res.Content != "Hi" {
 		t.Errorf("Reasoning %q Content %q", res.Reasoning, res.Content)
 	}
+	// Each signed block's signature_delta is an EventReasoning with empty
+	// Text and the signature, once per block (the redacted block has none).
 	var reasoning []string
 	for _, e := range evs {
 		if e.Type == llm.EventReasoning {
-			reasoning = append(reasoning, e.Text)
+			reasoning = append(reasoning, e.Text+"|"+e.Signature)
 		}
 	}
-	if !reflect.DeepEqual(reasoning, []string{"step one", "step ", "two"}) {
+	if !reflect.DeepEqual(reasoning, []string{"step one|", "|SIG-ONE", "step |", "two|", "|SIG-TWO"}) {
 		t.Errorf("reasoning events %q", reasoning)
 	}
 }

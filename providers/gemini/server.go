@@ -294,6 +294,9 @@ func (s *ServerStream) Event(dst []byte, ev *llm.Event) []byte {
 	case llm.EventText, llm.EventRefusal:
 		return s.chunk(dst, []part{textPart(ev.Text)}, "", nil)
 	case llm.EventReasoning:
+		if ev.Text == "" {
+			return dst // another format's thinking-block signature
+		}
 		t := ev.Text
 		return s.chunk(dst, []part{{Text: &t, Thought: true}}, "", nil)
 	case llm.EventToolCallStart:

@@ -416,6 +416,9 @@ func (s *ServerStream) Event(dst []byte, ev *llm.Event) []byte {
 		d.Content = &t
 		return s.chunk(dst, d, nil, nil, false)
 	case llm.EventReasoning:
+		if ev.Text == "" {
+			return dst // a thinking block's signature: Chat Completions has none
+		}
 		d := s.delta()
 		t := ev.Text
 		d.ReasoningContent = &t

@@ -755,6 +755,9 @@ func (s *ServerResponsesStream) Event(dst []byte, ev *llm.Event) []byte {
 		}
 		return s.emit(dst, e)
 	case llm.EventReasoning:
+		if ev.Text == "" {
+			return dst // another format's block signature: not replayable here
+		}
 		if s.cur == nil || s.cur.kind != "reasoning" {
 			dst = s.closeCur(dst)
 			it := &rsItem{kind: "reasoning", id: "rs_" + s.suffix + "_" + strconv.Itoa(s.reasoningSeen)}
