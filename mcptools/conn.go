@@ -24,11 +24,12 @@ import (
 // serverConn is one server: its configuration, its current client session
 // (nil while it is down) and, for a command, its current process.
 type serverConn struct {
-	set     *Set
-	cfg     Server
-	secrets []string
-	client  *mcp.Client
-	calls   atomic.Int64 // progress tokens
+	set          *Set
+	cfg          Server
+	secrets      []string
+	client       *mcp.Client
+	calls        atomic.Int64 // progress tokens
+	pendingSpans              // calls whose span records (telemetry.go)
 
 	mu      sync.Mutex
 	cs      *mcp.ClientSession
@@ -91,13 +92,13 @@ func (c *serverConn) connect(ctx context.Context) (*mcp.ClientSession, *process,
 		cmd.WaitDelay = c.set.opts.StopTimeout
 		childOfThisProcess(cmd)
 		proc = &process{cmd: cmd}
-		t = &mcp.CommandTransport{Command: cmd, TerminateDuration: c.set.opts.StopTimeout}
+		t = &idTransport{Transport: &mcp.CommandTransport{Command: cmd, TerminateDuration: c.set.opts.StopTimeout}, c: c}
 	} else {
 		base := http.DefaultTransport
 		if hc := c.set.opts.HTTPClient; hc != nil && hc.Transport != nil {
 			base = hc.Transport
 		}
-		client := &http.Client{Transport: &headerTransport{base: base, headers: c.cfg.Headers}}
+		client := &http.Client{Transport: &headerTransport{base: base, headers: c.cfg.Headers, c: c}}
 		if hc := c.set.opts.HTTPClient; hc != nil {
 			client.Timeout, client.Jar, client.CheckRedirect = hc.Timeout, hc.Jar, hc.CheckRedirect
 		}
@@ -319,10 +320,19 @@ func (c *serverConn) call(ctx context.Context, t *Tool, args json.RawMessage, ke
 		return nil, &CallError{Server: c.cfg.Name, Tool: t.Name, Err: err}
 	}
 	p := &mcp.CallToolParams{Name: t.RemoteName, Arguments: args}
-	p.SetProgressToken(fmt.Sprintf("chorus-%d", c.calls.Add(1)))
+	token := fmt.Sprintf("chorus-%d", c.calls.Add(1))
+	p.SetProgressToken(token)
 	if key != "" {
 		p.Meta[IdempotencyKeyMeta] = key
 	}
+	ctx, span := c.startCallSpan(ctx, t, cs, token)
+	res, err := c.callOn(ctx, cs, dead, t, p)
+	c.endCallSpan(span, token, res, err)
+	return res, err
+}
+
+// callOn sends p on cs and waits for its answer.
+func (c *serverConn) callOn(ctx context.Context, cs *mcp.ClientSession, dead <-chan struct{}, t *Tool, p *mcp.CallToolParams) (*Result, error) {
 	r, err := cs.CallTool(ctx, p)
 	var werr *jsonrpc.Error
 	if err != nil && ctx.Err() == nil && !errors.As(err, &werr) {
@@ -352,9 +362,11 @@ func (c *serverConn) wrapErr(err error) error { return redactErr(err, c.secrets)
 type headerTransport struct {
 	base    http.RoundTripper
 	headers map[string]string
+	c       *serverConn // its tools/call requests' ids go on their spans
 }
 
 func (h *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = h.c.peekRequest(r)
 	if len(h.headers) > 0 {
 		r = r.Clone(r.Context())
 		for k, v := range h.headers {

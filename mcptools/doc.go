@@ -87,6 +87,31 @@
 // rewritten with "[redacted]" (they still match errors.Is targets such as
 // context.Canceled). A server's stderr is logged at debug level, redacted.
 //
+// # Telemetry
+//
+// Each tools/call is a CLIENT span `tools/call {tool}` (Options.Telemetry,
+// else the global OpenTelemetry providers), the child of the call's
+// execute_tool span: the tool loop's (pipeline.ToolLoop) or the session's
+// for ToolSet and SessionTools tools, Set.Call's own otherwise. It carries
+// the MCP attributes of the semantic conventions v1.41.0, by their Go
+// constants (go.opentelemetry.io/otel/semconv/v1.41.0): mcp.method.name
+// (tools/call), mcp.session.id (Streamable HTTP; stdio has none),
+// mcp.protocol.version, jsonrpc.request.id (read off the request as it is
+// written, matched by its progress token), network.transport (pipe for a
+// command, tcp for a URL), network.protocol.name, server.address and
+// server.port (URL servers), gen_ai.tool.name and gen_ai.operation.name
+// execute_tool; on failure error.type, which for a JSON-RPC error is its
+// code, as is rpc.response.status_code (tool_error for a result marked
+// isError). The session's attributes also go on the execute_tool span.
+// The one name typed here, not from the conventions, is Chorus's own
+// chorus.mcp.server (the Server.Name the call went to). Header values,
+// arguments and results are never recorded (arguments and results only
+// with telemetry.WithContent, on Set.Call's execute_tool span).
+//
+// The trace context is not sent to the server in params._meta: the
+// conventions' notes this project follows (../shared/reference) do not
+// ask for it, and a server that does not expect the keys would see them.
+//
 // # Which file owns what
 //
 //	| File          | Owns                                                          |
@@ -98,6 +123,7 @@
 //	| tools.go      | EffectFor, ToolSet (pipeline), SessionTools (session)         |
 //	| errors.go     | CollisionError, StartError, CallError, ToolResultError        |
 //	| proc_*.go     | a child server dies with this process (Linux: Pdeathsig)      |
+//	| telemetry.go  | the tools/call span, its attributes, the JSON-RPC request id  |
 //
 // The tests run the npm reference servers (@modelcontextprotocol/server-everything,
 // server-filesystem), pinned and installed by `make mcp-servers` into

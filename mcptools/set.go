@@ -16,6 +16,7 @@ import (
 
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/session"
+	"github.com/chorusrt/chorus/telemetry"
 )
 
 // DefaultCallTimeout bounds one tool call when neither Server.Timeout nor
@@ -57,6 +58,10 @@ type Options struct {
 	// Logger gets restarts, list refreshes, dropped tools and the servers'
 	// stderr (at debug). Nil discards.
 	Logger *slog.Logger
+	// Telemetry is where each call's spans go (telemetry.go): its
+	// tools/call CLIENT span, and Call's execute_tool span. Nil: the
+	// global OpenTelemetry providers of the moment Start runs.
+	Telemetry *telemetry.Telemetry
 
 	// wrap, set by tests, wraps each transport (to watch the messages).
 	wrap func(server string, t mcp.Transport) mcp.Transport
@@ -94,6 +99,7 @@ type Tool struct {
 type Set struct {
 	opts    Options
 	log     *slog.Logger
+	tel     *telemetry.Telemetry
 	servers []*serverConn
 
 	mu    sync.RWMutex
@@ -134,7 +140,7 @@ func Start(ctx context.Context, opts Options) (*Set, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &Set{opts: opts, log: log, tools: map[string]*Tool{}, closing: make(chan struct{})}
+	s := &Set{opts: opts, log: log, tel: opts.Telemetry.OrGlobal(), tools: map[string]*Tool{}, closing: make(chan struct{})}
 	s.life, s.endLife = context.WithCancel(context.Background())
 	for i := range opts.Servers {
 		s.servers = append(s.servers, newServerConn(s, opts.Servers[i]))
@@ -240,9 +246,22 @@ func (s *Set) Tools() []Tool {
 // ("{}" when empty), within the caller's ctx and the server's timeout;
 // cancelling ctx sends notifications/cancelled to the server. A call that
 // finds its server restarting waits for it. It returns the result, with
-// IsError set when the server marked it so, or a *CallError.
+// IsError set when the server marked it so, or a *CallError. The call is
+// an execute_tool span (the tools of ToolSet and SessionTools run under
+// the tool loop's or the session's own).
 func (s *Set) Call(ctx context.Context, name string, args json.RawMessage) (*Result, error) {
-	return s.call(ctx, name, args, "")
+	ctx, ts := s.tel.StartTool(ctx, name, "")
+	ts.Arguments(string(args))
+	r, err := s.call(ctx, name, args, "")
+	switch {
+	case err != nil:
+		ts.End("failed", toolErrorType(err), "")
+	case r.IsError:
+		ts.End("failed", "tool_error", r.modelText())
+	default:
+		ts.End("succeeded", "", r.modelText())
+	}
+	return r, err
 }
 
 // IdempotencyKeyMeta is the _meta key under which a session's idempotent

@@ -34,7 +34,7 @@ func (s *Set) ToolSet() pipeline.ToolSet {
 	for _, t := range s.Tools() {
 		name := t.Name
 		set[name] = pipeline.Tool{Definition: t.Definition, PartsFunc: func(ctx context.Context, args json.RawMessage) (string, []llm.Part, error) {
-			r, err := s.Call(ctx, name, args)
+			r, err := s.call(ctx, name, args, "") // under the tool loop's execute_tool span
 			if err != nil {
 				return "", nil, err
 			}
