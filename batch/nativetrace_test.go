@@ -66,10 +66,17 @@ func TestNativeBatchTelemetry(t *testing.T) {
 		case SpanLine:
 			lines[spanAttrs(s)[telemetry.AttrCustomID].AsString()] = s
 		}
-		for _, kv := range s.Attributes() {
+		kvs := s.Attributes()
+		for _, ev := range s.Events() {
+			kvs = append(kvs, ev.Attributes...)
+		}
+		for _, kv := range kvs {
 			if strings.Contains(kv.Value.Emit(), testKey) || kv.Value.Emit() == "p" {
 				t.Errorf("span %s: %s = %q", s.Name(), kv.Key, kv.Value.Emit())
 			}
+		}
+		if strings.Contains(s.Status().Description, testKey) {
+			t.Errorf("span %s: status %q", s.Name(), s.Status().Description)
 		}
 	}
 	if job == nil {
