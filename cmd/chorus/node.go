@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chorusrt/chorus/cluster"
+	"github.com/chorusrt/chorus/console"
 	"github.com/chorusrt/chorus/session"
 	"github.com/chorusrt/chorus/store"
 )
@@ -31,6 +32,10 @@ PostgreSQL.
                       (default 3s)
   --config FILE       chorus.yaml: aliases, providers, limits, defaults, sim
   --metrics-addr H:P  serve Prometheus metrics at http://H:P/metrics
+  --console-addr H:P  serve the console at http://H:P/console/ (credentials,
+                      cluster, and with --journal the sessions and approvals)
+  --token T           the console's operator token (default
+                      $CHORUS_CONSOLE_TOKEN, else one made and printed)
 
 Every member must hold the same provider keys (environment or --config).
 Exit status: 0 after a clean leave on SIGINT/SIGTERM, 2 usage or setup error.
@@ -38,7 +43,7 @@ Exit status: 0 after a clean leave on SIGINT/SIGTERM, 2 usage or setup error.
 
 type nodeOpts struct {
 	name, bind, peers, journal, model, config string
-	metricsAddr                               string
+	metricsAddr, consoleAddr, token           string
 	leaseTTL                                  time.Duration
 }
 
@@ -54,6 +59,8 @@ func cmdNode(ctx context.Context, e env, args []string) int {
 	fs.StringVar(&o.model, "model", "", "")
 	fs.StringVar(&o.config, "config", "", "")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "")
+	fs.StringVar(&o.consoleAddr, "console-addr", "", "")
+	fs.StringVar(&o.token, "token", "", "")
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", 3*time.Second, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -84,11 +91,13 @@ func cmdNode(ctx context.Context, e env, args []string) int {
 	}
 	defer st.sim.Close()
 	cfg := cluster.Config{Name: o.name, Bind: o.bind, Peers: splitList(o.peers), Runtime: ropts, LeaseTTL: o.leaseTTL}
+	var journal store.Journal
 	if o.journal != "" {
 		j, err := store.OpenPostgres(ctx, o.journal)
 		if err != nil {
 			return fail("--journal: %v", err)
 		}
+		journal = j
 		defer j.Close()
 		model := o.model
 		if model == "" {
@@ -103,6 +112,19 @@ func cmdNode(ctx context.Context, e env, args []string) int {
 		return fail("%v", err)
 	}
 	fmt.Fprintf(e.stdout, "chorus node: member of %q at %s (peers %s)\n", o.name, n.Address(), o.peers)
+	if o.consoleAddr != "" { // consolecmd.go
+		token, made := consoleToken(e, o.token)
+		copt := console.Options{Runtime: n.Runtime(), Cluster: n, Token: token}
+		if journal != nil {
+			copt.ClusterSessions, copt.Journal = n.Sessions(), journal
+		}
+		stop, err := serveConsole(e, "chorus node", o.consoleAddr, copt, made)
+		if err != nil {
+			_ = n.Close(context.Background())
+			return fail("%v", err)
+		}
+		defer stop()
+	}
 	<-ctx.Done()
 	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chorusrt/chorus/console"
+)
+
+// getConsole GETs a console path with the token.
+func getConsole(t *testing.T, base, path, token string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, b
+}
+
+// TestNodeConsole: chorus node --console-addr serves the console: the
+// member's credentials by fingerprint (never the key) and the Cluster page
+// with its members. It listens on loopback, so reading needs no token.
+func TestNodeConsole(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and starts a cluster member")
+	}
+	bin := buildChorus(t)
+	addrs := freePairs(t, 1)
+	const key = "sk-console-test-KEY-0123456789"
+	const token = "node-console-token"
+	cmd := exec.Command(bin, "node", "--cluster", "consoletest", "--bind", addrs[0], "--peers", addrs[0], "--console-addr", "127.0.0.1:0")
+	cmd.Env = cleanEnv("OPENAI_API_KEY="+key, "CHORUS_CONSOLE_TOKEN="+token)
+	n := &chorusNode{addr: addrs[0], cmd: cmd, done: make(chan struct{}), out: &lockedBuffer{}}
+	cmd.Stderr = n.out
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		re := regexp.MustCompile(`console at (http://\S+)/console/`)
+		for sc.Scan() {
+			fmt.Fprintln(n.out, sc.Text())
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				ready <- m[1]
+			}
+		}
+		_ = cmd.Wait()
+		close(n.done)
+	}()
+	var base string
+	select {
+	case base = <-ready:
+	case <-n.done:
+		t.Fatalf("chorus node exited: %s", n.out.String())
+	case <-time.After(60 * time.Second):
+		n.kill()
+		t.Fatalf("chorus node not ready after 60s: %s", n.out.String())
+	}
+	defer n.stop(t)
+	status, body := getConsole(t, base, console.APIPrefix+"cluster", "")
+	var cv console.ClusterView
+	if status != 200 || json.Unmarshal(body, &cv) != nil || !cv.Enabled || cv.Address != addrs[0] || len(cv.Members) != 1 {
+		t.Fatalf("cluster: %d %s", status, body)
+	}
+	status, body = getConsole(t, base, console.APIPrefix+"credentials", "")
+	var crv console.CredentialsView
+	if status != 200 || json.Unmarshal(body, &crv) != nil || len(crv.Credentials) < 2 {
+		t.Fatalf("credentials: %d %s", status, body)
+	}
+	for _, p := range []string{console.APIPrefix + "credentials", console.PagePrefix + "credentials", console.PagePrefix + "cluster"} {
+		status, body := getConsole(t, base, p, token)
+		if status != 200 || strings.Contains(string(body), key) || strings.Contains(string(body), "sk-console") {
+			t.Fatalf("%s: %d, or it shows the key", p, status)
+		}
+	}
+	// Sessions need --journal: without it, state changes find none.
+	req, _ := http.NewRequest(http.MethodPost, base+console.APIPrefix+"sessions/x/cancel", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusNotFound {
+		t.Fatalf("cancel without sessions: %d", res.StatusCode)
+	}
+	if strings.Contains(n.out.String(), key) {
+		t.Fatal("the node printed the key")
+	}
+}
