@@ -13,6 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/chorusrt/chorus/batch"
 	"github.com/chorusrt/chorus/gateway"
 )
 
@@ -31,6 +32,12 @@ are never taken from clients.
 
       --addr HOST:PORT   listen address (default 127.0.0.1:8080)
       --config FILE      chorus.yaml (aliases, providers, limits, gateway keys)
+      --files-dir DIR    where /v1/files and /v1/batches keep their files and
+                         state (default: a temporary directory, removed on
+                         exit); a restart on the same DIR resumes its batches
+      --native-batches   run /v1/batches lines on the providers' own batch
+                         APIs (openai, anthropic, gemini keys of the
+                         environment) where they have one; otherwise live
 `
 
 // gatewayConfig is the gateway: section of chorus.yaml:
@@ -159,6 +166,8 @@ func cmdServe(ctx context.Context, e env, args []string) int {
 	fs.Usage = func() { fmt.Fprint(e.stderr, serveUsage) }
 	addr := fs.String("addr", "127.0.0.1:8080", "")
 	configPath := fs.String("config", "", "")
+	filesDir := fs.String("files-dir", "", "")
+	nativeBatches := fs.Bool("native-batches", false, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -192,11 +201,21 @@ func cmdServe(ctx context.Context, e env, args []string) int {
 		return 2
 	}
 	defer st.close(5 * time.Second)
-	h, err := gateway.New(st.rt, gateway.Options{Keys: keys, Logger: slog.New(slog.NewTextHandler(e.stderr, nil))})
+	gopts := gateway.Options{Keys: keys, Logger: slog.New(slog.NewTextHandler(e.stderr, nil)), FilesDir: *filesDir}
+	if *nativeBatches {
+		gopts.BatchNative = &batch.Native{Clients: nativeClients(e)}
+	}
+	h, err := gateway.New(st.rt, gopts)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "chorus serve: %v\n", err)
 		return 2
 	}
+	defer func() {
+		// Running batches stop; a restart on the same --files-dir resumes them.
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = h.Close(cctx)
+	}()
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "chorus serve: --addr: %v\n", err)
