@@ -107,6 +107,7 @@ type runner struct {
 	total   time.Duration
 	clients []string  // labels to run; all when empty
 	date    time.Time // when the measurements ended
+	flags   []string  // figures where Chorus beat its floor (report)
 }
 
 // dump is everything a report is made of, written with -json and read

@@ -3,6 +3,7 @@ package clients
 import (
 	"bufio"
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/chorusrt/chorus/bench/internal/corpus"
@@ -35,6 +36,33 @@ func TestFloorExtracts(t *testing.T) {
 	}
 }
 
+// TestFloorLongLines checks that lines longer than the floor's small
+// buffer are gathered, not refused: every delta padded to three buffers.
+func TestFloorLongLines(t *testing.T) {
+	pad := strings.Repeat("p", 3*floorBuf)
+	body := "data: {\"choices\":[{\"delta\":{\"content\":\"a\"},\"obfuscation\":\"" + pad + "\"}]}\n\n" +
+		"data: {\"choices\":[{\"delta\":{\"content\":\"b\\n\"},\"obfuscation\":\"" + pad + "\"}]}\n\ndata: [DONE]\n\n"
+	var got strings.Builder
+	err := newFloor(corpus.OpenAI, Options{}, true).loop(bufio.NewReaderSize(strings.NewReader(body), floorBuf), func(s string) { got.WriteString(s) })
+	if err != nil || got.String() != "ab\n" {
+		t.Fatalf("got %q, %v", got.String(), err)
+	}
+}
+
+// TestFloorAnthropicEventLine checks that the Anthropic floor ends at the
+// message_stop event line, not at a text that merely mentions it.
+func TestFloorAnthropicEventLine(t *testing.T) {
+	body := "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"\\\"message_stop\\\"\"}}\n\n" +
+		"event: ping\ndata: {\"type\": \"ping\", \"text\":\"not a delta\"}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"!\"}}\n\n" +
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	var got []string
+	err := newFloor(corpus.Anthropic, Options{}, true).loop(bufio.NewReaderSize(strings.NewReader(body), floorBuf), func(s string) { got = append(got, s) })
+	if err != nil || len(got) != 2 || got[0] != `"message_stop"` || got[1] != "!" {
+		t.Fatalf("got %q, %v", got, err)
+	}
+}
+
 // TestFloorNeedsEnd checks that a truncated OpenAI or Anthropic stream is
 // an error for the floor too.
 func TestFloorNeedsEnd(t *testing.T) {
@@ -50,7 +78,7 @@ func TestFloorNeedsEnd(t *testing.T) {
 func benchFloor(b *testing.B, f corpus.Format, extract bool) {
 	st := corpus.StreamOf(f, 1000)
 	fl := newFloor(f, Options{}, extract)
-	br := bufio.NewReaderSize(nil, 16<<10)
+	br := bufio.NewReaderSize(nil, floorBuf)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(st.Body)))
 	for b.Loop() {
