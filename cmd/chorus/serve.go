@@ -20,8 +20,8 @@ import (
 const serveUsage = `usage: chorus serve [flags]
 
 Serves the OpenAI, Anthropic and Gemini APIs (/v1/chat/completions,
-/v1/embeddings, /v1/models, /v1/messages, /v1beta/models/...) over the
-runtime: every registered provider, the simulator ("sim/<model>") and the
+/v1/responses, /v1/embeddings, /v1/models, /v1/files, /v1/batches,
+/v1/messages, /v1beta/models/...) over the runtime: every registered provider, the simulator ("sim/<model>") and the
 aliases of the config file, with Chorus's pacing and fallbacks. Prints
 "listening http://HOST:PORT" once it accepts connections.
 
