@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ import (
 // caller's trace context in SessionRequest, so for each operation (send,
 // wait, snapshot, resolve, cancel, follow) the session node's SERVER span
 // is the child of the caller's CLIENT span, in the caller's trace, and
-// both name the session. The calls that fail (cancel with no turn,
+// both name the session; no span holds the key or the message. The calls that fail (cancel with no turn,
 // resolve of no interrupt) mark both spans with error.type.
 func TestSessionCallsOneTrace(t *testing.T) {
 	dsn := pgDSN(t)
@@ -135,6 +136,18 @@ func TestSessionCallsOneTrace(t *testing.T) {
 	for _, sp := range rec.Ended() {
 		if sp.Name() == "chorus.session touch" {
 			t.Error("a lease touch was traced")
+		}
+		kvs := sp.Attributes()
+		for _, ev := range sp.Events() {
+			kvs = append(kvs, ev.Attributes...)
+		}
+		for _, kv := range kvs {
+			if v := kv.Value.Emit(); strings.Contains(v, "sk-test") || strings.Contains(v, "refund order 7") {
+				t.Errorf("span %s: %s = %q (a key or message content)", sp.Name(), kv.Key, v)
+			}
+		}
+		if strings.Contains(sp.Status().Description, "sk-test") {
+			t.Errorf("span %s: status %q", sp.Name(), sp.Status().Description)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -35,6 +36,11 @@ func TestTelemetryLearnedFallback(t *testing.T) {
 		}
 		var got []string
 		for _, ev := range spans[i].Events() {
+			for _, kv := range ev.Attributes {
+				if strings.Contains(kv.Value.Emit(), key) {
+					t.Errorf("event %s holds the key", ev.Name)
+				}
+			}
 			if ev.Name == telemetry.EventLearnedFlag || ev.Name == telemetry.EventLearnedUsed {
 				for _, kv := range ev.Attributes {
 					if kv.Key == telemetry.AttrLearned {
