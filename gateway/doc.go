@@ -142,6 +142,20 @@
 // a passed deadline. A provider's own 401 or 403 is a 502: the client's
 // key was fine.
 //
+// # Telemetry
+//
+// Each request is an OpenTelemetry HTTP server span (semconv v1.41.0
+// names: "POST /v1/chat/completions", http.request.method, http.route,
+// http.response.status_code, url.path, url.scheme, server.address,
+// server.port, client.address, user_agent.original,
+// network.protocol.version; error.type and an error status for 5xx only).
+// An incoming W3C traceparent is honoured, whatever the global propagator:
+// the span is the client's span's child. The runtime's spans of the call
+// are the server span's children when both use one TracerProvider
+// (Options.Telemetry and runtime.WithTelemetry, or the global one). The
+// gateway uses the OpenTelemetry API only; no content and no key is
+// recorded.
+//
 // # Streams
 //
 // Nothing is written before the stream's first event, so until then the

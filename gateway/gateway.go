@@ -13,8 +13,11 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/chorusrt/chorus/batch"
 	"github.com/chorusrt/chorus/runtime"
+	"github.com/chorusrt/chorus/telemetry"
 )
 
 // DefaultMaxBodyBytes caps a request body when Options.MaxBodyBytes is zero.
@@ -85,6 +88,10 @@ type Options struct {
 	// Cancel is ignored); lines it cannot send run live. Nil: every line
 	// runs live.
 	BatchNative *batch.Native
+	// Telemetry is where the gateway's HTTP server spans go (nil: the
+	// global TracerProvider). Give it the runtime's, so that each server
+	// span and the runtime's spans of its call are one trace.
+	Telemetry *telemetry.Telemetry
 }
 
 // Handler serves the providers' wire formats over a runtime. It is an
@@ -97,6 +104,7 @@ type Handler struct {
 	mux  *http.ServeMux
 	keys map[[32]byte]*keyState
 
+	tracer  trace.Tracer
 	files   *fileStore // files.go
 	batches batches    // batches.go
 }
@@ -129,6 +137,7 @@ func New(rt *runtime.Runtime, opts Options) (*Handler, error) {
 		}
 		h.keys[k.SHA256] = newKeyState(k)
 	}
+	h.tracer = opts.Telemetry.Tracer()
 	if opts.MaxFileBytes <= 0 {
 		h.opts.MaxFileBytes = DefaultMaxFileBytes
 	}
@@ -197,8 +206,8 @@ func (h *Handler) routes() {
 	})
 }
 
-// ServeHTTP serves one request.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+// ServeHTTP serves one request, in an HTTP server span (trace.go).
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.serveTraced(w, r) }
 
 // presentedKey is the key a client sent, the way its SDK sends it:
 // Authorization: Bearer (OpenAI), x-api-key (Anthropic), x-goog-api-key or
