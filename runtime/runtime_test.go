@@ -282,7 +282,9 @@ func TestOverloadIsImmediateAndTyped(t *testing.T) {
 func TestCloseDrainsThenCancels(t *testing.T) {
 	srv := llmtest.NewServer()
 	defer srv.Close()
-	rt, err := New(WithProvider(openaiCfg(srv, key)))
+	// The test reads no event until Close returns: the whole answer (20
+	// deltas, usage, finish) must fit the stream's buffer.
+	rt, err := New(WithProvider(openaiCfg(srv, key)), WithStreamBuffer(32))
 	if err != nil {
 		t.Fatal(err)
 	}
