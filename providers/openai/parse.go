@@ -57,6 +57,14 @@ type respFunction struct {
 // object and no choices is an *llm.APIError; malformed JSON is an
 // *llm.DecodeError.
 func (Codec) ParseChat(body []byte) (*llm.ChatResult, error) {
+	if res, ok := parseChatFast(body); ok {
+		return res, nil
+	}
+	return parseChatSlow(body)
+}
+
+// parseChatSlow is ParseChat with encoding/json: every answer it can hold.
+func parseChatSlow(body []byte) (*llm.ChatResult, error) {
 	var r chatResponse
 	if err := json.Unmarshal(body, &r); err != nil {
 		return nil, &llm.DecodeError{Provider: formatName, Err: fmt.Errorf("chat completion: %w", err)}
