@@ -6,13 +6,19 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/chorusrt/chorus/batch"
 	"github.com/chorusrt/chorus/console"
+	"github.com/chorusrt/chorus/session"
+	"github.com/chorusrt/chorus/store"
 )
 
 // The console's token, for chorus serve and chorus node: --token, else
@@ -30,10 +36,10 @@ func consoleToken(e env, flagValue string) (token string, made bool) {
 	return hex.EncodeToString(b), true
 }
 
-// announceConsole prints where the console is, and the token when the run
-// made it.
-func announceConsole(e env, cmd, base, token string, made bool) {
-	fmt.Fprintf(e.stdout, "%s: console at %s%s\n", cmd, base, console.PagePrefix)
+// announceConsole prints where the console is on w, and the token on
+// stderr when the run made it.
+func announceConsole(e env, w io.Writer, cmd, base, token string, made bool) {
+	fmt.Fprintf(w, "%s: console at %s%s\n", cmd, base, console.PagePrefix)
 	if made {
 		fmt.Fprintf(e.stderr, "%s: console operator token (made for this run; set --token or CHORUS_CONSOLE_TOKEN to choose it): %s\n", cmd, token)
 	}
@@ -63,7 +69,7 @@ func serveConsole(e env, cmd, addr string, opt console.Options, made bool) (stop
 			fmt.Fprintf(e.stderr, "%s: console: %v\n", cmd, err)
 		}
 	}()
-	announceConsole(e, cmd, "http://"+ln.Addr().String(), opt.Token, made)
+	announceConsole(e, e.stdout, cmd, "http://"+ln.Addr().String(), opt.Token, made)
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -72,4 +78,68 @@ func serveConsole(e env, cmd, addr string, opt console.Options, made bool) (stop
 		}
 		<-done
 	}, nil
+}
+
+// serveConsoleMux builds chorus serve's handler: the console (under
+// /console/ and /api/console/) beside the gateway (everything else), over
+// a session manager journaled in journalPath (SQLite; empty: a journal in
+// a temporary directory, removed by closeAll) whose model is model
+// (empty: the default model). announce prints where the console is once
+// the server listens.
+func serveConsoleMux(e env, st *stack, gw http.Handler, addr, journalPath, model, tokenFlag string) (h http.Handler, announce func(base string), closeAll func(), err error) {
+	var closers []func()
+	closeAll = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			closeAll()
+		}
+	}()
+	var media session.MediaStore
+	if journalPath == "" {
+		dir, err := os.MkdirTemp("", "chorus-serve-sessions-")
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		closers = append(closers, func() { os.RemoveAll(dir) })
+		journalPath, media = filepath.Join(dir, "journal.db"), session.NewLocalMedia(filepath.Join(dir, "media"))
+	}
+	j, err := store.OpenSQLite(journalPath)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("--journal: %w", err)
+	}
+	closers = append(closers, func() { _ = j.Close() })
+	if model == "" {
+		if model, _, err = st.defaultModel(false); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	m, err := session.New(session.Options{Journal: j, Model: st.rt, ModelName: model, Media: media,
+		Logger: slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	closers = append(closers, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = m.Close(ctx)
+	})
+	rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := m.Recover(rctx); err != nil {
+		return nil, nil, nil, fmt.Errorf("recovering the sessions of %s: %w", journalPath, err)
+	}
+	token, made := consoleToken(e, tokenFlag)
+	ch, err := console.New(console.Options{Runtime: st.rt, Sessions: m, Batches: batch.NewRegistry(20), Token: token, Loopback: loopbackAddr(addr),
+		Logger: slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	mux := http.NewServeMux()
+	ch.Register(mux)
+	mux.Handle("/", gw)
+	return mux, func(base string) { announceConsole(e, e.stderr, "chorus serve", base, token, made) }, closeAll, nil
 }

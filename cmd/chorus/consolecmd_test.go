@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -105,5 +106,48 @@ func TestNodeConsole(t *testing.T) {
 	}
 	if strings.Contains(n.out.String(), key) {
 		t.Fatal("the node printed the key")
+	}
+}
+
+// TestServeConsole: chorus serve serves the console on the gateway's
+// port, with a session manager: a message sent through the console's API
+// starts a session on the default model (the simulator), which the list
+// and the session show; the gateway still answers beside it.
+func TestServeConsole(t *testing.T) {
+	const token = "serve-console-token"
+	journal := filepath.Join(t.TempDir(), "sessions.db")
+	base, stop := startServe(t, map[string]string{"CHORUS_CONSOLE_TOKEN": token}, "--addr", "127.0.0.1:0", "--journal", journal)
+	defer func() {
+		if code, errOut := stop(); code != 0 {
+			t.Errorf("serve exited %d: %s", code, errOut)
+		}
+	}()
+	if code, body := post(t, base+console.APIPrefix+"sessions/hello/messages", `{"text":"hello console"}`, "Authorization", "Bearer "+token); code != http.StatusAccepted {
+		t.Fatalf("send: %d %s", code, body)
+	}
+	var sv console.SessionView
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		status, body := getConsole(t, base, console.APIPrefix+"sessions/hello", "")
+		if status != 200 || json.Unmarshal(body, &sv) != nil {
+			t.Fatalf("session: %d %s", status, body)
+		}
+		if sv.LastStatus == "completed" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the session did not finish: %s", body)
+		}
+	}
+	if !strings.Contains(sv.Answer, "hello console") {
+		t.Fatalf("answer %q", sv.Answer)
+	}
+	if code, _ := post(t, base+console.APIPrefix+"sessions/hello/messages", `{"text":"no token"}`); code != http.StatusUnauthorized {
+		t.Fatalf("send without token: %d", code)
+	}
+	if status, body := getConsole(t, base, console.PagePrefix+"sessions", ""); status != 200 || !strings.Contains(string(body), "hello") {
+		t.Fatalf("sessions page: %d", status)
+	}
+	if status, _ := getConsole(t, base, "/v1/models", ""); status != 200 {
+		t.Fatalf("the gateway beside the console: %d", status)
 	}
 }

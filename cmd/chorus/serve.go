@@ -38,6 +38,14 @@ are never taken from clients.
       --native-batches   run /v1/batches lines on the providers' own batch
                          APIs (openai, anthropic, gemini keys of the
                          environment) where they have one; otherwise live
+      --token T          the console's operator token (default
+                         $CHORUS_CONSOLE_TOKEN, else one made and printed)
+      --journal FILE     the sessions' SQLite journal (default: one in a
+                         temporary directory, removed on exit)
+      --session-model M  the sessions' model (default: the default model)
+
+The console (pages under /console/, its API under /api/console/) is served
+on the same port: credentials, batches, sessions and their approvals.
 `
 
 // gatewayConfig is the gateway: section of chorus.yaml:
@@ -168,6 +176,9 @@ func cmdServe(ctx context.Context, e env, args []string) int {
 	configPath := fs.String("config", "", "")
 	filesDir := fs.String("files-dir", "", "")
 	nativeBatches := fs.Bool("native-batches", false, "")
+	token := fs.String("token", "", "")
+	journalPath := fs.String("journal", "", "")
+	sessionModel := fs.String("session-model", "", "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -216,12 +227,19 @@ func cmdServe(ctx context.Context, e env, args []string) int {
 		defer cancel()
 		_ = h.Close(cctx)
 	}()
+	// The console beside the gateway, with its sessions (consolecmd.go).
+	mux, announce, closeConsole, err := serveConsoleMux(e, st, h, *addr, *journalPath, *sessionModel, *token)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "chorus serve: %v\n", err)
+		return 2
+	}
+	defer closeConsole()
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "chorus serve: --addr: %v\n", err)
 		return 2
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	if len(keys) == 0 {
@@ -230,6 +248,7 @@ func cmdServe(ctx context.Context, e env, args []string) int {
 		fmt.Fprintf(e.stderr, "chorus serve: %d gateway key(s)\n", len(keys))
 	}
 	fmt.Fprintf(e.stdout, "listening http://%s\n", ln.Addr())
+	announce("http://" + ln.Addr().String())
 	select {
 	case <-ctx.Done():
 	case err := <-served:
