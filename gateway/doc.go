@@ -170,5 +170,10 @@
 // once (the request's context is the call's). A slow client slows only its
 // own stream: events wait in the runtime's bounded stream buffer, and the
 // gateway holds at most Options.FlushEvents encoded events, so the
-// upstream read blocks instead of memory growing.
+// upstream read blocks instead of memory growing (measured: a client
+// reading nothing held a 20,000-delta upstream at 388 deltas, socket
+// buffers included, while other streams went on). The upstream read's
+// idle timeout (providers.WithIdleTimeout, 90s by default) also runs while
+// a slow client holds it back: a client that reads nothing for that long
+// ends its stream with an in-band error.
 package gateway
