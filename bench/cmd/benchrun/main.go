@@ -44,6 +44,8 @@ type params struct {
 
 	BatchRequests, BatchConc int
 
+	TLSConcSize, TLSConcDeltas, TLSRuns int
+
 	GWRates             []int
 	GWDuration          time.Duration
 	GWStreams, GWDeltas int
@@ -60,6 +62,7 @@ func fullParams() params {
 		FanStep: 2 * time.Millisecond, FanStreams: 20,
 		RLRequests: 200, RLConc: 16, RLLimit: 40, RLWindow: 500 * time.Millisecond, RLRuns: 1,
 		BatchRequests: 10000, BatchConc: 256,
+		TLSConcSize: 1000, TLSConcDeltas: 200, TLSRuns: 1,
 		GWRates: []int{1000, 5000}, GWDuration: 2 * time.Second, GWStreams: 10, GWDeltas: 1000,
 		Soak: soak.Config{Duration: 45 * time.Second, Streams: 2000, FaultRate: 0.05},
 	}
@@ -75,6 +78,7 @@ func quickParams() params {
 	p.RLRequests, p.RLLimit, p.RLWindow = 80, 20, 300*time.Millisecond
 	p.BatchRequests = 2000
 	p.GWDuration, p.GWStreams, p.GWDeltas = 500*time.Millisecond, 3, 300
+	p.TLSConcSize, p.TLSConcDeltas = 100, 100
 	p.Soak = soak.Config{Duration: 10 * time.Second, Streams: 300, FaultRate: 0.05}
 	return p
 }
@@ -194,7 +198,7 @@ func main() {
 	}{
 		{"decode", r.decode}, {"e2e", r.endToEnd}, {"concurrent", r.concurrent},
 		{"fanout", r.fanout}, {"ratelimit", r.rateLimit}, {"batch", r.batch},
-		{"gateway", r.gateway},
+		{"tls", r.tls}, {"gateway", r.gateway}, {"inproc", r.inproc},
 	}
 	for _, s := range steps {
 		if want(s.name) {
@@ -578,6 +582,56 @@ func (r *runner) batch() {
 		}
 		job := scenario.Job{Scenario: "batch", Client: s.Name, Format: s.Format, BaseURL: r.srv.URL, Requests: r.p.BatchRequests, Concurrency: r.p.BatchConc}
 		r.measure("batch", fmt.Sprintf("%d requests at %d", r.p.BatchRequests, r.p.BatchConc), job, r.p.MacroRuns, nil, nil)
+	}
+}
+
+// tlsProtos are the TLS variants of scenarios 2 and 3.
+var tlsProtos = []struct {
+	name  string
+	http2 bool
+}{{"HTTP/1.1", false}, {"HTTP/2", true}}
+
+// tls runs scenarios 2 and 3 again over loopback TLS, HTTP/1.1 and
+// HTTP/2, every client trusting the test certificate through its
+// http.Client: the end-to-end stream for every client of every format,
+// and the concurrent streams at the smaller size.
+func (r *runner) tls() {
+	for _, p := range tlsProtos {
+		ts := r.srv.StartTLS(p.http2)
+		r.srv.SetMode(server.Mode{Deltas: r.p.E2EDeltas, FlushEvery: 1})
+		for _, f := range corpus.Formats {
+			for _, c := range streamClients(f) {
+				if c == "chorus-cb" {
+					continue
+				}
+				job := scenario.Job{Scenario: "tls-e2e", Client: c, Format: f, BaseURL: ts.URL, CAPEM: ts.CAPEM, HTTP2: p.http2, Deltas: r.p.E2EDeltas, Streams: r.p.E2EStreams, Repeats: r.p.MacroRuns}
+				r.measure("tls-e2e", p.name+", "+string(f), job, 1, nil, nil)
+			}
+		}
+		n, d := r.p.TLSConcSize, r.p.TLSConcDeltas
+		for _, s := range crossClients(true) {
+			job := scenario.Job{Scenario: "tls-concurrent", Client: s.Name, Format: s.Format, BaseURL: ts.URL, CAPEM: ts.CAPEM, HTTP2: p.http2, Deltas: d, Streams: n, Timeout: 4 * time.Minute}
+			r.measure("tls-concurrent", fmt.Sprintf("%s, %d streams", p.name, n), job, r.p.TLSRuns, func(*scenario.Job) {
+				r.srv.SetMode(server.Mode{Deltas: d, FlushEvery: r.p.ConcFlush})
+			}, nil)
+		}
+		ts.Close()
+	}
+}
+
+// inprocSpecs are the clients of the in-process request cost.
+var inprocSpecs = []clients.Spec{
+	{Name: "floor-extract", Format: corpus.OpenAI}, {Name: "chorus", Format: corpus.OpenAI}, {Name: "chorus-runtime", Format: corpus.OpenAI},
+	{Name: "openai-go", Format: corpus.OpenAI}, {Name: "go-openai", Format: corpus.OpenAI},
+	{Name: "chorus-runtime", Format: corpus.Anthropic}, {Name: "chorus-runtime", Format: corpus.Gemini},
+}
+
+// inproc is the in-process cost of one small buffered request (issue
+// 20): transport excluded, one child per client.
+func (r *runner) inproc() {
+	for _, s := range inprocSpecs {
+		job := scenario.Job{Scenario: "inproc", Client: s.Name, Format: s.Format, Repeats: r.p.MicroRuns}
+		r.measure("inproc", "one small buffered request", job, 1, nil, nil)
 	}
 }
 

@@ -2,6 +2,9 @@ package clients
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -71,6 +74,22 @@ func NewHTTPClient(conns int) *http.Client {
 	tr.ForceAttemptHTTP2 = false
 	tr.DisableCompression = true
 	return &http.Client{Transport: tr}
+}
+
+// NewTLSHTTPClient is NewHTTPClient for a TLS server whose certificate is
+// caPEM, trusted the way a user trusts a private CA (the transport's
+// RootCAs); http2 lets the transport negotiate h2 (ForceAttemptHTTP2, as
+// a custom TLS config otherwise turns HTTP/2 off).
+func NewTLSHTTPClient(conns int, caPEM []byte, http2 bool) (*http.Client, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, errors.New("clients: no certificate in the CA PEM")
+	}
+	hc := NewHTTPClient(conns)
+	tr := hc.Transport.(*http.Transport)
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool}
+	tr.ForceAttemptHTTP2 = http2
+	return hc, nil
 }
 
 // Spec names a client and a format it can speak.

@@ -41,7 +41,11 @@ type Job struct {
 	// scenario, each held for Duration.
 	Rates    []int         `json:"rates,omitempty"`
 	Duration time.Duration `json:"duration,omitempty"`
-	Timeout  time.Duration `json:"timeout"` // whole job
+	// CAPEM, when set, is the certificate of BaseURL's TLS server: the
+	// client trusts it; HTTP2 lets it negotiate h2.
+	CAPEM   []byte        `json:"ca_pem,omitempty"`
+	HTTP2   bool          `json:"http2,omitempty"`
+	Timeout time.Duration `json:"timeout"` // whole job
 }
 
 // Result is what a child reports: named values (medians over the
@@ -99,9 +103,9 @@ func Run(job Job) (res Result) {
 	switch job.Scenario {
 	case "decode":
 		err = decode(ctx, job, &res)
-	case "e2e":
+	case "e2e", "tls-e2e":
 		err = endToEnd(ctx, job, &res)
-	case "concurrent":
+	case "concurrent", "tls-concurrent":
 		err = concurrent(ctx, job, &res)
 	case "fanout":
 		err = fanout(ctx, job, &res)
@@ -111,6 +115,8 @@ func Run(job Job) (res Result) {
 		err = batch(ctx, job, &res)
 	case "gateway":
 		err = gatewayRun(ctx, job, &res)
+	case "inproc":
+		err = inProcess(ctx, job, &res)
 	default:
 		err = fmt.Errorf("unknown scenario %q", job.Scenario)
 	}
@@ -153,6 +159,15 @@ func (c *counter) check(name string, want int) error {
 		return fmt.Errorf("%s framed %d events, want at least %d", name, c.n, want)
 	}
 	return nil
+}
+
+// httpClient is the job's transport: plain, or trusting the job's TLS
+// server (HTTP/1.1 or HTTP/2).
+func httpClient(job Job, conns int) (*http.Client, error) {
+	if len(job.CAPEM) == 0 {
+		return clients.NewHTTPClient(conns), nil
+	}
+	return clients.NewTLSHTTPClient(conns, job.CAPEM, job.HTTP2)
 }
 
 func newClient(job Job, hc *http.Client) (clients.Client, error) {
@@ -246,7 +261,10 @@ func decode(ctx context.Context, job Job, res *Result) error {
 // HTTP, the server flushing every delta; wall time from the call to the
 // last delta, and the client process's CPU per stream.
 func endToEnd(ctx context.Context, job Job, res *Result) error {
-	hc := clients.NewHTTPClient(16)
+	hc, err := httpClient(job, 16)
+	if err != nil {
+		return err
+	}
 	c, err := newClient(job, hc)
 	if err != nil {
 		return err
@@ -289,7 +307,10 @@ func endToEnd(ctx context.Context, job Job, res *Result) error {
 // a SYN.
 func concurrent(ctx context.Context, job Job, res *Result) error {
 	n, d := job.Streams, job.Deltas
-	hc := clients.NewHTTPClient(n + 16)
+	hc, err := httpClient(job, n+16)
+	if err != nil {
+		return err
+	}
 	c, err := newClient(job, hc)
 	if err != nil {
 		return err
@@ -354,7 +375,7 @@ func concurrent(ctx context.Context, job Job, res *Result) error {
 	runtime.ReadMemStats(&gate)
 	g1, rss1 := runtime.NumGoroutine(), sysinfo.RSS()
 	cpu1b, t1b := sysinfo.CPU(), time.Now()
-	if err := release(ctx, job.BaseURL); err != nil {
+	if err := release(ctx, hc, job.BaseURL); err != nil {
 		return err
 	}
 	wg.Wait()
@@ -378,12 +399,12 @@ func concurrent(ctx context.Context, job Job, res *Result) error {
 	return nil
 }
 
-func release(ctx context.Context, base string) error {
+func release(ctx context.Context, hc *http.Client, base string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/_ctl/release", nil)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}

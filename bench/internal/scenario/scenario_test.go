@@ -137,3 +137,56 @@ func TestGatewayScenario(t *testing.T) {
 		t.Errorf("gateway requests %v, want 50 (200/s for 250 ms)", n)
 	}
 }
+
+// TestTLSScenarios runs scenarios 2 and 3 over loopback TLS, HTTP/1.1 and
+// HTTP/2, for a floor, Chorus and a peer of each format, each trusting
+// the test certificate through its http.Client; the server counts the
+// requests that came over HTTP/2.
+func TestTLSScenarios(t *testing.T) {
+	srv, err := server.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	specs := []clients.Spec{{Name: "floor-extract", Format: corpus.OpenAI}, {Name: "chorus", Format: corpus.OpenAI}, {Name: "chorus-runtime", Format: corpus.OpenAI},
+		{Name: "openai-go", Format: corpus.OpenAI}, {Name: "anthropic-sdk", Format: corpus.Anthropic}, {Name: "genai", Format: corpus.Gemini}}
+	for _, h2 := range []bool{false, true} {
+		ts := srv.StartTLS(h2)
+		for _, s := range specs {
+			before := srv.HTTP2Requests()
+			for _, j := range []Job{{Scenario: "tls-e2e", Deltas: 40, Streams: 2, Repeats: 1}, {Scenario: "tls-concurrent", Deltas: 20, Streams: 30}} {
+				j.Client, j.Format, j.BaseURL, j.CAPEM, j.HTTP2, j.Timeout = s.Name, s.Format, ts.URL, ts.CAPEM, h2, 30*time.Second
+				if j.Scenario == "tls-concurrent" {
+					srv.SetMode(server.Mode{Deltas: j.Deltas, FlushEvery: 7})
+				} else {
+					srv.SetMode(server.Mode{Deltas: j.Deltas})
+				}
+				if res := Run(j); res.Err != "" {
+					t.Fatalf("h2=%v %s %s: %s", h2, s, j.Scenario, res.Err)
+				}
+			}
+			if got := srv.HTTP2Requests() - before; h2 != (got > 0) {
+				t.Errorf("h2=%v %s: %d requests over HTTP/2", h2, s, got)
+			}
+		}
+		ts.Close()
+	}
+}
+
+// TestInProcess runs the in-process request cost for the runtime on every
+// format, plain Chorus, the floor and a peer: every answer is checked and
+// every figure measured.
+func TestInProcess(t *testing.T) {
+	for _, s := range []clients.Spec{{Name: "chorus-runtime", Format: corpus.OpenAI}, {Name: "chorus-runtime", Format: corpus.Anthropic}, {Name: "chorus-runtime", Format: corpus.Gemini},
+		{Name: "chorus", Format: corpus.OpenAI}, {Name: "floor-extract", Format: corpus.OpenAI}, {Name: "go-openai", Format: corpus.OpenAI}} {
+		res := Run(Job{Scenario: "inproc", Client: s.Name, Format: s.Format, Repeats: 1, Timeout: 30 * time.Second})
+		if res.Err != "" {
+			t.Fatalf("%s: %s", s, res.Err)
+		}
+		for _, k := range []string{"cpu_us_per_req", "us_per_req", "allocs_per_req", "bytes_per_req"} {
+			if !(res.Values[k] > 0) {
+				t.Errorf("%s: %s = %v", s, k, res.Values[k])
+			}
+		}
+	}
+}

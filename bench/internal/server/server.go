@@ -60,6 +60,7 @@ type Server struct {
 	gate   chan struct{}
 
 	requests atomic.Int64
+	h2       atomic.Int64
 	faults   [numFaults]atomic.Int64
 	wg       sync.WaitGroup
 }
@@ -120,6 +121,9 @@ func (s *Server) gateChan() chan struct{} {
 
 // Requests is the number of chat requests served since Start.
 func (s *Server) Requests() int64 { return s.requests.Load() }
+
+// HTTP2Requests is the number of chat requests served over HTTP/2.
+func (s *Server) HTTP2Requests() int64 { return s.h2.Load() }
 
 // Faults returns how many faults of each kind were injected.
 func (s *Server) Faults() [numFaults]int64 {
@@ -205,6 +209,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.requests.Add(1)
+	if r.ProtoMajor == 2 {
+		s.h2.Add(1)
+	}
 	m := s.mode.Load()
 	fault := -1
 	if m.FaultRate > 0 && rand.Float64() < m.FaultRate {
