@@ -110,6 +110,13 @@ func (c *Client) Chat(ctx context.Context, req *llm.ChatRequest) (*llm.ChatResul
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
+	return c.ChatValidated(ctx, req)
+}
+
+// ChatValidated is Chat for a request the caller has validated already
+// (the runtime validates once, before admission, so a bad request never
+// spends a grant).
+func (c *Client) ChatValidated(ctx context.Context, req *llm.ChatRequest) (*llm.ChatResult, error) {
 	ctx, cancel := c.budget(ctx)
 	defer cancel()
 	var res *llm.ChatResult

@@ -424,6 +424,12 @@ func (rt *Runtime) Chat(ctx context.Context, req *llm.ChatRequest) (*llm.ChatRes
 	if err != nil {
 		return nil, err
 	}
+	// Validated once, before admission: a bad request spends no grant.
+	probe := *req
+	probe.Model = targets[0].model
+	if err := probe.Validate(); err != nil {
+		return nil, err
+	}
 	if err := rt.enter(); err != nil {
 		return nil, err
 	}
@@ -435,7 +441,7 @@ func (rt *Runtime) Chat(ctx context.Context, req *llm.ChatRequest) (*llm.ChatRes
 	err = rt.place(ctx, targets, estimateCost(req), tr.wrap(func(ctx context.Context, c *cred, model string) outcome {
 		r := *req
 		r.Model = model
-		out, err := c.client.Chat(ctx, &r)
+		out, err := c.client.ChatValidated(ctx, &r)
 		if err != nil {
 			return outcome{err: err}
 		}
