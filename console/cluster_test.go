@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,6 +40,9 @@ func (fakeCluster) Members() []string { return []string{"127.0.0.1:7001", "127.0
 func TestClusterSources(t *testing.T) {
 	k := newKit(t, kitOpts{})
 	in := k.refundSession("cl1")
+	if _, err := k.j.Acquire(ctxT(t, 10*time.Second), "cl1", "127.0.0.1:7003/act-1", time.Hour); err != nil {
+		t.Fatal(err)
+	}
 	h, err := New(Options{Runtime: k.rt, Cluster: fakeCluster{}, ClusterSessions: remote{k.m}, Journal: k.j, Token: testToken})
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +55,8 @@ func TestClusterSources(t *testing.T) {
 	var cv ClusterView
 	r := k.do(req{path: APIPrefix + "cluster", bearer: testToken})
 	r.json(t, &cv)
-	if !cv.Enabled || cv.Address != "127.0.0.1:7001" || len(cv.Members) != 2 || len(cv.Sessions) != 1 || cv.Sessions[0] != "cl1" {
+	if !cv.Enabled || cv.Address != "127.0.0.1:7001" || len(cv.Members) != 2 || len(cv.Sessions) != 1 || cv.Sessions[0] != "cl1" ||
+		len(cv.Placement) != 1 || cv.Placement[0].Member != "127.0.0.1:7003" || cv.Placement[0].Session != "cl1" || cv.Placement[0].Expired {
 		t.Fatalf("cluster: %s", r.body)
 	}
 	var sv SessionView
@@ -66,7 +71,7 @@ func TestClusterSources(t *testing.T) {
 	if res, err := k.m.Wait(ctxT(t, 15*time.Second), "cl1"); err != nil || res.Status != session.TurnCompleted {
 		t.Fatalf("turn %+v %v", res, err)
 	}
-	if page := k.do(req{path: PagePrefix + "cluster", bearer: testToken}); page.status != 200 {
+	if page := k.do(req{path: PagePrefix + "cluster", bearer: testToken}); page.status != 200 || !strings.Contains(string(page.body), "127.0.0.1:7003") {
 		t.Fatalf("cluster page: %d", page.status)
 	}
 	if _, err := New(Options{Journal: k.j}); err == nil {

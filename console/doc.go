@@ -25,7 +25,7 @@
 //	/console/sessions       the sessions with their state; ?state=waiting_approval|running|failed|idle
 //	/console/sessions/{id}  one session: state, pending approvals, tool calls (effect, attempts, outcome), the journal's timeline (turns, steps, model calls with usage, approvals), live events, send a message, cancel the turn
 //	/console/approvals      every pending approval: arguments, a deadline countdown, approve or reject with a note
-//	/console/cluster        on a cluster member: this member, the members, the journal's sessions
+//	/console/cluster        on a cluster member: this member, the members, where each session lives (its lease's holder), the journal's sessions
 //	/console/login          the operator token in, a login cookie out
 //
 // # API
@@ -41,7 +41,7 @@
 //	GET  /api/console/sessions/{id}          SessionView
 //	GET  /api/console/sessions/{id}/events   SSE: "session" events (EventView), id: the event's number; resume with Last-Event-ID or ?after=N
 //	GET  /api/console/approvals              ApprovalsView
-//	GET  /api/console/cluster                ClusterView
+//	GET  /api/console/cluster                ClusterView (placement from the journal's leases, store.LeaseLister)
 //	POST /api/console/sessions/{id}/approve  {"interrupt": "...", "note": "..."} -> 200 ResolveResponse
 //	POST /api/console/sessions/{id}/reject   {"interrupt": "...", "note": "..."} -> 200 ResolveResponse
 //	POST /api/console/sessions/{id}/cancel   -> 200 (409 no_active_turn)

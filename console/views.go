@@ -5,11 +5,13 @@ import (
 	"errors"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/chorusrt/chorus/batch"
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/session"
+	"github.com/chorusrt/chorus/store"
 )
 
 // The API's JSON shapes (the pages render the same values).
@@ -465,10 +467,28 @@ type ClusterView struct {
 	Members []string `json:"members"`
 	// Sessions are the sessions of the cluster's journal.
 	Sessions []string `json:"sessions"`
+	// Placement says where each session lives: the member whose activation
+	// holds its lease (when the journal lists leases; released leases, of
+	// passivated sessions, are not listed).
+	Placement []PlacementView `json:"placement"`
+}
+
+// PlacementView is a session's lease: the member running it.
+type PlacementView struct {
+	Session string `json:"session"`
+	// Member is the member's actor address; Holder the whole lease holder
+	// ("<member>/<activation>").
+	Member  string    `json:"member"`
+	Holder  string    `json:"holder"`
+	Epoch   int64     `json:"epoch"`
+	Expires time.Time `json:"expires"`
+	// Expired: the holder stopped renewing (a member lost) and no other
+	// took the session yet.
+	Expired bool `json:"expired"`
 }
 
 func (h *Handler) clusterView(ctx context.Context) ClusterView {
-	v := ClusterView{Members: []string{}, Sessions: []string{}}
+	v := ClusterView{Members: []string{}, Sessions: []string{}, Placement: []PlacementView{}}
 	n := h.opt.Cluster
 	if n == nil {
 		return v
@@ -478,6 +498,21 @@ func (h *Handler) clusterView(ctx context.Context) ClusterView {
 	if h.opt.Journal != nil {
 		if ids, err := h.opt.Journal.Sessions(ctx); err == nil {
 			v.Sessions = append(v.Sessions, ids...)
+		}
+		if ll, ok := h.opt.Journal.(store.LeaseLister); ok {
+			leases, err := ll.Leases(ctx, h.opt.ListLimit)
+			if err != nil {
+				h.log.Debug("console: leases", "error", err.Error())
+			}
+			now := h.now()
+			for _, l := range leases {
+				member := l.Holder
+				if i := strings.LastIndexByte(member, '/'); i > 0 {
+					member = member[:i]
+				}
+				v.Placement = append(v.Placement, PlacementView{Session: l.Session, Member: member, Holder: l.Holder, Epoch: l.Epoch,
+					Expires: l.Expires, Expired: !l.Expires.After(now)})
+			}
 		}
 	}
 	return v
