@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -103,4 +104,59 @@ func TestNodeMetricsEndpoint(t *testing.T) {
 	if strings.Contains(page, key) || strings.Contains(page, "secret prompt") {
 		t.Error("the scrape holds the key or message content")
 	}
+}
+
+// TestServeMetrics: chorus serve --metrics serves the same metrics at
+// /metrics on its own port: after a call through the gateway the scrape
+// holds the GenAI metrics, and neither the provider key nor the prompt.
+// With gateway keys configured /metrics asks for one of them.
+func TestServeMetrics(t *testing.T) {
+	const key = "sk-serve-metrics-KEY-0123456789"
+	base, stop := startServe(t, map[string]string{"OPENAI_API_KEY": key}, "--addr", "127.0.0.1:0", "--metrics")
+	if code, b := post(t, base+"/v1/chat/completions", `{"model":"sim/echo","messages":[{"role":"user","content":"a secret prompt"}]}`); code != 200 {
+		t.Fatalf("chat: %d %s", code, b)
+	}
+	code, page := get(t, base+"/metrics")
+	if code != 200 || !strings.Contains(page, "gen_ai_client_operation_duration_seconds_bucket") || !strings.Contains(page, "gen_ai_client_token_usage_bucket") {
+		t.Errorf("scrape %d:\n%s", code, page)
+	}
+	if strings.Contains(page, key) || strings.Contains(page, "secret prompt") {
+		t.Error("the scrape holds the key or the prompt")
+	}
+	if exit, stderr := stop(); exit != 0 {
+		t.Errorf("exit %d: %s", exit, stderr)
+	}
+
+	cfg := filepath.Join(t.TempDir(), "chorus.yaml")
+	if err := os.WriteFile(cfg, []byte("gateway:\n  keys:\n    - name: ci\n      key_env: CHORUS_TEST_GATEWAY_KEY\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base, stop = startServe(t, map[string]string{"CHORUS_TEST_GATEWAY_KEY": "gk-metrics-1"}, "--addr", "127.0.0.1:0", "--metrics", "--config", cfg)
+	defer stop()
+	if code, _ := get(t, base+"/metrics"); code != 401 {
+		t.Errorf("/metrics without a gateway key: %d", code)
+	}
+	if code, _ := get(t, base+"/metrics", "Authorization", "Bearer wrong"); code != 401 {
+		t.Errorf("/metrics with a wrong key: %d", code)
+	}
+	if code, page := get(t, base+"/metrics", "Authorization", "Bearer gk-metrics-1"); code != 200 || !strings.Contains(page, "target_info") {
+		t.Errorf("/metrics with the key: %d", code)
+	}
+}
+
+func get(t *testing.T, url string, header ...string) (int, string) {
+	t.Helper()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequest("GET", url, nil)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/chorusrt/chorus/batch"
 	"github.com/chorusrt/chorus/gateway"
+	"github.com/chorusrt/chorus/runtime"
 )
 
 const serveUsage = `usage: chorus serve [flags]
@@ -43,6 +44,8 @@ are never taken from clients.
       --journal FILE     the sessions' SQLite journal (default: one in a
                          temporary directory, removed on exit)
       --session-model M  the sessions' model (default: the default model)
+      --metrics          serve Prometheus metrics at /metrics (a gateway key
+                         is asked for when keys are configured)
 
 The console (pages under /console/, its API under /api/console/) is served
 on the same port: credentials, batches, sessions and their approvals.
@@ -179,6 +182,7 @@ func cmdServe(ctx context.Context, e env, args []string) int {
 	token := fs.String("token", "", "")
 	journalPath := fs.String("journal", "", "")
 	sessionModel := fs.String("session-model", "", "")
+	metrics := fs.Bool("metrics", false, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -206,7 +210,21 @@ func cmdServe(ctx context.Context, e env, args []string) int {
 		fmt.Fprintf(e.stderr, "chorus serve: --addr %s is not a loopback address and no gateway key is configured: anyone who can reach it would spend your provider keys (add gateway: keys: to the config, or listen on 127.0.0.1)\n", *addr)
 		return 2
 	}
-	st, err := openStack(e, *configPath)
+	withMetrics := func(h http.Handler) http.Handler { return h }
+	if *metrics { // metrics.go; before the runtime makes its instruments
+		wrap, stop, err := serveMetricsOn(ctx, e, keys)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "chorus serve: %v\n", err)
+			return 2
+		}
+		defer stop()
+		withMetrics = wrap
+	}
+	var extra []runtime.Option
+	if len(cfg.prices) > 0 { // x-chorus-cost-usd
+		extra = append(extra, runtime.WithPrices(cfg.prices))
+	}
+	st, err := openStack(e, *configPath, extra...)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "chorus serve: %v\n", err)
 		return 2
@@ -239,7 +257,7 @@ func cmdServe(ctx context.Context, e env, args []string) int {
 		fmt.Fprintf(e.stderr, "chorus serve: --addr: %v\n", err)
 		return 2
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: withMetrics(mux), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	if len(keys) == 0 {
