@@ -586,3 +586,30 @@ func mustAtoi(s string) int {
 	}
 	return n
 }
+
+// TestSessionIDWithSlash: a session id with a slash and markup reaches the
+// API escaped in the path, and the list links to it escaped.
+func TestSessionIDWithSlash(t *testing.T) {
+	k := newKit(t, kitOpts{})
+	id := "team/<b>42</b>"
+	esc := url.PathEscape(id)
+	if r := k.do(req{method: "POST", path: APIPrefix + "sessions/" + esc + "/messages", body: SendRequest{Text: "hi"}, bearer: testToken}); r.status != http.StatusAccepted {
+		t.Fatalf("send: %d %s", r.status, r.body)
+	}
+	if _, err := k.m.Wait(ctxT(t, 15*time.Second), id); err != nil {
+		t.Fatal(err)
+	}
+	var sv SessionView
+	r := k.do(req{path: APIPrefix + "sessions/" + esc, bearer: testToken})
+	r.json(t, &sv)
+	if r.status != 200 || sv.ID != id {
+		t.Fatalf("session: %d %s", r.status, r.body)
+	}
+	page := k.do(req{path: PagePrefix + "sessions", bearer: testToken})
+	if !strings.Contains(string(page.body), `href="/console/sessions/team%2f%3cb%3e42%3c%2fb%3e"`) && !strings.Contains(string(page.body), `href="/console/sessions/team%2F%3Cb%3E42%3C%2Fb%3E"`) {
+		t.Fatalf("sessions page link:\n%s", page.body)
+	}
+	if p := k.do(req{path: PagePrefix + "sessions/" + esc, bearer: testToken}); p.status != 200 || strings.Contains(string(p.body), "<b>42") {
+		t.Fatalf("session page: %d", p.status)
+	}
+}

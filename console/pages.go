@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -50,8 +51,9 @@ func newPages() (*pages, error) {
 			}
 			return (time.Duration(v) * time.Second).Round(time.Second).String()
 		},
-		"f1":   func(v float64) string { return fmt.Sprintf("%.1f", v) },
-		"join": strings.Join,
+		"f1":      func(v float64) string { return fmt.Sprintf("%.1f", v) },
+		"join":    strings.Join,
+		"pathesc": url.PathEscape,
 		"budget": func(remaining, limit int) string {
 			if remaining < 0 {
 				return "-"
