@@ -115,6 +115,11 @@ func parseChatSlow(body []byte) (*llm.ChatResult, error) {
 	}
 	for i := range m.ToolCalls {
 		tc := &m.ToolCalls[i]
+		if tc.Function.Name.s == "" {
+			// A call names the function it calls; without it there is
+			// nothing to run and no way to answer it.
+			return nil, &llm.DecodeError{Provider: formatName, Err: fmt.Errorf("tool_calls[%d]: no function name", i)}
+		}
 		res.ToolCalls = append(res.ToolCalls, llm.ToolCall{
 			ID:        tc.ID.s,
 			Name:      tc.Function.Name.s,

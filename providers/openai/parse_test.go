@@ -140,6 +140,15 @@ func TestParseChatErrors(t *testing.T) {
 	if !errors.As(err, &de) {
 		t.Errorf("malformed: err = %v, want *llm.DecodeError", err)
 	}
+	// A tool call that names no function is malformed, never a nameless call.
+	for _, body := range []string{
+		`{"choices":[{"index":0,"message":{"role":"assistant","tool_calls":[{}]},"finish_reason":"tool_calls"}]}`,
+		`{"choices":[{"index":0,"message":{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`,
+	} {
+		if res, err := (Codec{}).ParseChat([]byte(body)); !errors.As(err, &de) {
+			t.Errorf("nameless tool call %s: %+v, %v; want *llm.DecodeError", body, res, err)
+		}
+	}
 	_, err = Codec{}.ParseChat([]byte(`{"error":{"message":"The server had an error","type":"server_error","code":null}}`))
 	var ae *llm.APIError
 	if !errors.As(err, &ae) || ae.Message != "The server had an error" || ae.Type != "server_error" || !ae.Retryable {
