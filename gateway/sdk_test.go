@@ -143,7 +143,8 @@ func waitNoneInFlight(t *testing.T, f *fixture) {
 }
 
 // TestAnthropicNodeSDK drives the gateway with the official
-// @anthropic-ai/sdk npm package: buffered (thinking with its signature) and
+// @anthropic-ai/sdk npm package: buffered and streamed thinking (each block
+// with its signature, streamed as signature_delta), buffered and
 // streamed messages, tools streamed from an OpenAI-format model, a
 // mid-stream failure, cancellation, count_tokens, an auth error and a 429.
 func TestAnthropicNodeSDK(t *testing.T) {
@@ -152,11 +153,13 @@ func TestAnthropicNodeSDK(t *testing.T) {
 	f.up.Push(
 		llmtest.Respond(llmtest.Reply{Text: "hello", Reasoning: "hmm", Signature: "sig-1"}),
 		llmtest.Respond(llmtest.Reply{Deltas: []string{"one ", "two"}, Usage: &llm.Usage{PromptTokens: 4, CompletionTokens: 2}}),
+		llmtest.Respond(llmtest.Reply{Thinking: []llm.ThinkingBlock{{Text: "first thought", Signature: "sig-A"}, {Text: "second thought", Signature: "sig-B"}}, Text: "done"}),
 		llmtest.ToolCalls(call),
 		llmtest.Fail(llmtest.Fault{Kind: llmtest.FaultResetMidStream, After: 2, Reply: &llmtest.Reply{Deltas: []string{"a", "b", "c", "d"}}}),
 		llmtest.Fail(llmtest.Fault{Kind: llmtest.FaultStall, After: 1, Stall: 5 * time.Minute, Reply: &llmtest.Reply{Deltas: []string{"first", "never"}}}),
 	)
 	out := runNode(t, "anthropic.cjs", f.url, "gk-sdk-good", "gk-sdk-limited")
+	expect(t, out, "thinkingstream", map[string]any{"blocks": []string{"first thought|sig-A", "second thought|sig-B"}, "sigDeltas": 2, "text": "done"})
 	expect(t, out, "buffered", map[string]any{"text": "hello", "signature": "sig-1", "stop": "end_turn"})
 	expect(t, out, "stream", map[string]any{"text": "one two", "deltas": "one two", "stop": "end_turn", "output": 2})
 	expect(t, out, "tools", map[string]any{"id": "call_w", "name": "get_weather", "input": map[string]any{"city": "Paris"}, "stop": "tool_use"})
@@ -169,7 +172,7 @@ func TestAnthropicNodeSDK(t *testing.T) {
 	expect(t, out, "count", map[string]any{"positive": true})
 	expect(t, out, "auth", map[string]any{"error": "AuthenticationError", "status": 401})
 	expect(t, out, "ratelimit", map[string]any{"error": "RateLimitError", "status": 429, "retryAfter": "60"})
-	if r := f.up.Requests()[2]; !strings.HasSuffix(r.Path, "/chat/completions") {
+	if r := f.up.Requests()[3]; !strings.HasSuffix(r.Path, "/chat/completions") {
 		t.Errorf("the tools case reached %s, not the OpenAI-format provider", r.Path)
 	}
 	waitNoneInFlight(t, f)

@@ -29,6 +29,16 @@ async function main() {
     out({ case: "stream", text: m.content[0].text, deltas, stop: m.stop_reason, output: m.usage.output_tokens });
   }
 
+  // 2b. streamed thinking: each block keeps its signature (signature_delta)
+  {
+    const s = client.messages.stream({ model: "anthropic/claude-haiku-4-5", max_tokens: 2048, thinking: { type: "enabled", budget_tokens: 1024 }, messages: user("think") });
+    let sigDeltas = 0;
+    s.on("streamEvent", (ev) => { if (ev.type === "content_block_delta" && ev.delta.type === "signature_delta") sigDeltas++; });
+    const m = await s.finalMessage();
+    const blocks = m.content.filter((b) => b.type === "thinking").map((b) => b.thinking + "|" + b.signature);
+    out({ case: "thinkingstream", blocks, sigDeltas, text: m.content.filter((b) => b.type === "text").map((b) => b.text).join("") });
+  }
+
   // 3. tools, streamed, on an OpenAI-format model (cross-format)
   {
     const s = client.messages.stream({ model: "openai/gpt-4.1-mini", max_tokens: 100, tools: [{ name: "get_weather", input_schema: { type: "object", properties: { city: { type: "string" } } } }], tool_choice: { type: "any" }, messages: user("weather?") });
