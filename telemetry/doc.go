@@ -27,17 +27,27 @@
 //     attribute is built, no work is done per delta.
 //
 // Spans: inference (runtime), execute_tool (pipeline.ToolLoop, session
-// tool calls), invoke_agent (a session turn, approvals as events), and a
-// batch job's span with each line a trace of its own, linked to it by a
-// span link and named by custom_id. Metrics: the four gen_ai.client.*
+// tool calls, mcptools.Set.Call), invoke_agent (a session turn, approvals
+// as events), a batch job's span with each line a trace of its own,
+// linked to it by a span link and named by custom_id, and each provider
+// batch of a native job as a CLIENT span (batch/nativetrace.go); MCP's
+// tools/call CLIENT spans (mcptools/telemetry.go); a cluster session
+// call's CLIENT and SERVER spans (cluster/sessiontrace.go). The provider
+// layer puts learned fallbacks on the inference span as events
+// (EventLearnedFlag, EventLearnedUsed) through trace.SpanFromContext,
+// without importing this package. Metrics: the four gen_ai.client.*
 // histograms with the conventions' buckets, and Chorus's own under
 // chorus.* (attempts, retries, 429s, cooldowns, fallbacks, admission
-// wait, tool calls, approvals pending, batch lines, and per credential
-// the queue, in-flight count, reported limits and remaining budget).
+// wait, tool calls, approvals pending, batch lines, native batches'
+// request counts, and per credential the queue, in-flight count,
+// reported limits and remaining budget).
 //
 // Across nodes, Inject and Extract carry the W3C trace context in the
-// cluster's protobuf messages whatever global propagator is set. LogHandler
-// adds trace_id and span_id to slog records logged with a span's context.
+// cluster's protobuf messages (StreamOpen, CallRequest, SessionRequest)
+// whatever global propagator is set. LogHandler adds trace_id and span_id
+// to slog records logged with a span's context. The chorus command exports
+// over OTLP and, for chorus node --metrics-addr and chorus serve
+// --metrics, through OpenTelemetry's Prometheus exporter.
 //
 // Decisions: a public package (not internal) because session, batch,
 // pipeline and runtime all take a *Telemetry and users build one; one
