@@ -1,13 +1,16 @@
 package runtime
 
 import (
+	"context"
 	"math"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/llmtest"
+	"github.com/chorusrt/chorus/providers"
 )
 
 // TestCallReport: a call given a CallReport hears which model, provider,
@@ -59,5 +62,32 @@ func TestCallReport(t *testing.T) {
 	// Without a report nothing is recorded anywhere (and nothing fails).
 	if _, err := rt.Chat(ctxT(t, 10*time.Second), req("anthropic/m2")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// BenchmarkMemCallRuntimeWithReport is BenchmarkMemCallRuntime with a
+// CallReport per call: what the report costs when used (unused, it is one
+// context lookup per call).
+func BenchmarkMemCallRuntimeWithReport(b *testing.B) {
+	hc := &http.Client{Transport: memTransport{memBody(1)}}
+	rt, err := New(WithProvider(memCfg()), WithClientOptions(providers.WithHTTPClient(hc)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rt.Close(context.Background())
+	r := &llm.ChatRequest{Model: "openai/m", Messages: []llm.Message{llm.UserText("go")}}
+	b.ReportAllocs()
+	for b.Loop() {
+		var rep CallReport
+		s, err := rt.Stream(WithCallReport(context.Background(), &rep), r)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Result(); err != nil {
+			b.Fatal(err)
+		}
+		if rep.Attempts != 1 {
+			b.Fatalf("report %+v", rep)
+		}
 	}
 }
