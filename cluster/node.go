@@ -168,7 +168,10 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	)
 	if !cfg.Client {
 		n.budgets = newBudgets(n)
-		ropts := append([]runtime.Option{runtime.WithLogger(log)}, cfg.Runtime...)
+		// 64-event streams (the runtime's default is 16): a remote stream's
+		// producer batches what its stream has ready (gather), and 16
+		// measured 28% more allocations per delta (BenchmarkRemoteStream).
+		ropts := append([]runtime.Option{runtime.WithLogger(log), runtime.WithStreamBuffer(64)}, cfg.Runtime...)
 		ropts = append(ropts, runtime.WithSharedBudget(n.budgets.admitter), actorkit.RuntimeOption[runtime.Option](actorkit.Borrow(n.sys)))
 		rt, err := runtime.New(ropts...)
 		if err != nil {
