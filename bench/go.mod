@@ -12,6 +12,7 @@ require (
 	github.com/openai/openai-go/v3 v3.99.0
 	github.com/sashabaranov/go-openai v1.43.0
 	github.com/tmc/langchaingo v0.1.14
+	go.uber.org/goleak v1.3.0
 	google.golang.org/genai v1.77.0
 )
 

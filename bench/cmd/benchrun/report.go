@@ -349,15 +349,15 @@ func (r *runner) targets(b *strings.Builder) {
 		cb, err1 := r.find("decode", string(f), "chorus-cb", f)
 		fl, err2 := r.find("decode", string(f), "floor-extract", f)
 		if err1 != nil || err2 != nil || cb.Err != "" || fl.Err != "" {
-			fmt.Fprintf(b, "| decode within 2× the field-extraction floor (%s) | not measured | — |\n", f)
+			fmt.Fprintf(b, "| decode within 1.5× the field-extraction floor (%s) | not measured | — |\n", f)
 			continue
 		}
 		x := cb.Values["cpu_ns_per_delta"] / fl.Values["cpu_ns_per_delta"]
-		v := verdict(x <= 2)
-		if x > 2 {
-			v += fmt.Sprintf(" by %.0f%% (%.2f× instead of 2×)", (x/2-1)*100, x)
+		v := verdict(x <= 1.5)
+		if x > 1.5 {
+			v += fmt.Sprintf(" by %.0f%% (%.2f× instead of 1.5×)", (x/1.5-1)*100, x)
 		}
-		fmt.Fprintf(b, "| decode within 2× the field-extraction floor (%s, `StreamTo`, CPU time) | %.0f ns vs %.0f ns CPU per delta: %.2f× | %s |\n", f, cb.Values["cpu_ns_per_delta"], fl.Values["cpu_ns_per_delta"], x, v)
+		fmt.Fprintf(b, "| decode within 1.5× the field-extraction floor, building the whole `ChatResult` (%s, `StreamTo`, CPU time) | %.0f ns vs %.0f ns CPU per delta: %.2f× | %s |\n", f, cb.Values["cpu_ns_per_delta"], fl.Values["cpu_ns_per_delta"], x, v)
 		a := cb.Values["allocs_per_delta"]
 		v = verdict(a <= 2)
 		if a > 2 {
@@ -415,6 +415,7 @@ func (r *runner) targets(b *strings.Builder) {
 				n, r.machine.Cores, cn, ch.Values["inflight"], h, ch.Values["stack_per_stream"]/1024, si(ch.Values["deltas_per_s"]), v)
 		}
 	}
+	r.issue20Targets(b)
 	r.rlTargets(b)
 	r.gwTargets(b)
 	r.inprocTargets(b)
@@ -910,4 +911,102 @@ func (r *runner) sectionInproc(b *strings.Builder) {
 	fmt.Fprintf(b, "## 9. One small buffered request, in-process\n\nThe whole in-process cost of one small buffered chat request (the ~%d-byte answer of scenario 6), transport excluded: each client's `*http.Client` has an in-memory `http.RoundTripper` that returns the canned answer. For `chorus-runtime` that is admission through the credential actor, request encoding, response decoding and the report after the call; for the others, their own request building and decoding. Requests one after another, CPU of the whole process (every goroutine, the actors' included) and wall time per request, median of %d repeats of about 200 ms. Target (issue 20): under 20 µs through the runtime on these 2 cores. Anchor, quoted and not measured here: Bifrost self-reports 59 µs per request on 2 vCPU excluding JSON.\n\n", len(corpus.BufferedOf(corpus.OpenAI).Body), r.p.MicroRuns)
 	r.table(b, rows, inprocMetrics, inprocMetrics[0], "floor-extract", "chorus")
 	b.WriteString("\n")
+}
+
+// issue20Targets writes the rest of issue 20's targets: loopback CPU per
+// delta within 1.25× the floor, the least heap and goroutines per stream
+// of all clients, TLS as good as plain HTTP relative to the floor,
+// buffered requests through the runtime within 1.2× the floor and ahead
+// of every peer, and the remote-stream cost (measured elsewhere).
+func (r *runner) issue20Targets(b *strings.Builder) {
+	for _, n := range r.p.ConcSizes {
+		g := fmt.Sprintf("%d streams", n)
+		for _, cn := range []string{"chorus", "chorus-runtime"} {
+			x := r.floorRatio("concurrent", g, cn, corpus.OpenAI, "cpu_s_per_1m_deltas")
+			if x == 0 {
+				fmt.Fprintf(b, "| CPU per delta over loopback within 1.25× the floor (`%s`, %s) | not measured | — |\n", cn, g)
+				continue
+			}
+			v := verdict(x <= 1.25)
+			if x > 1.25 {
+				v += fmt.Sprintf(" by %.0f%% (%.2f× instead of 1.25×)", (x/1.25-1)*100, x)
+			}
+			fmt.Fprintf(b, "| CPU per delta over loopback within 1.25× the floor (`%s`, %s, scenario 3) | %.2f× `floor-extract` | %s |\n", cn, g, x, v)
+		}
+	}
+	if len(r.p.ConcSizes) > 0 {
+		n := r.p.ConcSizes[len(r.p.ConcSizes)-1]
+		g := fmt.Sprintf("%d streams", n)
+		for _, k := range []struct{ key, what string }{{"heap_per_stream", "heap"}, {"goroutines_per_stream", "goroutines"}} {
+			ch, err := r.find("concurrent", g, "chorus", corpus.OpenAI)
+			if err != nil || ch.Err != "" {
+				fmt.Fprintf(b, "| the least %s per in-flight stream of all clients (%s) | not measured | — |\n", k.what, g)
+				continue
+			}
+			best, bestName := math.Inf(1), ""
+			for _, row := range r.rowsOf("concurrent", g) {
+				if clients.Kind(row.Client) != "peer" || row.Err != "" {
+					continue
+				}
+				if v := row.Values[k.key]; v < best {
+					best, bestName = v, label(row)
+				}
+			}
+			c := ch.Values[k.key]
+			format := func(v float64) string {
+				if k.key == "heap_per_stream" {
+					return kib(v) + " KiB"
+				}
+				return f1(v)
+			}
+			v := verdict(c <= best)
+			if c > best {
+				v += fmt.Sprintf(" by %.0f%% (%s against %s's %s)", (c/best-1)*100, format(c), bestName, format(best))
+			}
+			fmt.Fprintf(b, "| the least %s per in-flight stream of all clients (`chorus`, %s) | %s; least peer: %s, %s | %s |\n", k.what, g, format(c), bestName, format(best), v)
+		}
+	}
+	for _, p := range tlsProtos {
+		for _, c := range []struct {
+			scn, plainGroup, tlsGroup, key, what string
+		}{
+			{"concurrent", fmt.Sprintf("%d streams", r.p.TLSConcSize), fmt.Sprintf("%s, %d streams", p.name, r.p.TLSConcSize), "cpu_s_per_1m_deltas", fmt.Sprintf("CPU per delta, %d streams", r.p.TLSConcSize)},
+			{"e2e", "openai", p.name + ", openai", "us_per_stream", "µs per stream end to end"},
+		} {
+			plain := r.floorRatio(c.scn, c.plainGroup, "chorus", corpus.OpenAI, c.key)
+			tl := r.floorRatio("tls-"+c.scn, c.tlsGroup, "chorus", corpus.OpenAI, c.key)
+			if plain == 0 || tl == 0 {
+				fmt.Fprintf(b, "| on TLS %s as good as on plain HTTP relative to the floor (`chorus`, %s) | not measured | — |\n", p.name, c.what)
+				continue
+			}
+			v := verdict(tl <= plain)
+			if tl > plain {
+				v += fmt.Sprintf(" by %.0f%% (%.2f× the floor on TLS against %.2f× on plain HTTP)", (tl/plain-1)*100, tl, plain)
+			}
+			fmt.Fprintf(b, "| on TLS %s as good as on plain HTTP relative to the floor (`chorus`, %s) | %.2f× the floor on TLS, %.2f× on plain HTTP | %s |\n", p.name, c.what, tl, plain, v)
+		}
+	}
+	g := fmt.Sprintf("%d requests at %d", r.p.BatchRequests, r.p.BatchConc)
+	if x := r.floorRatio("batch", g, "chorus-runtime", corpus.OpenAI, "cpu_us_per_req"); x > 0 {
+		v := verdict(x <= 1.2)
+		if x > 1.2 {
+			v += fmt.Sprintf(" by %.0f%% (%.2f× instead of 1.2×)", (x/1.2-1)*100, x)
+		}
+		fmt.Fprintf(b, "| batch: client CPU per request through the runtime within 1.2× the floor (scenario 6) | %.2f× `floor-extract` | %s |\n", x, v)
+		ch, _ := r.find("batch", g, "chorus-runtime", corpus.OpenAI)
+		var ahead []string
+		for _, row := range r.rowsOf("batch", g) {
+			if clients.Kind(row.Client) == "peer" && row.Err == "" && row.Values["cpu_us_per_req"] <= ch.Values["cpu_us_per_req"] {
+				ahead = append(ahead, fmt.Sprintf("%s %.0f µs", label(row), row.Values["cpu_us_per_req"]))
+			}
+		}
+		v = verdict(len(ahead) == 0)
+		if len(ahead) > 0 {
+			v += ": ahead of Chorus: " + strings.Join(ahead, ", ")
+		}
+		fmt.Fprintf(b, "| batch: through the runtime ahead of every peer on client CPU per request (scenario 6) | `chorus-runtime` %.0f µs per request | %s |\n", ch.Values["cpu_us_per_req"], v)
+	} else {
+		fmt.Fprintf(b, "| batch: client CPU per request through the runtime within 1.2× the floor, ahead of every peer | not measured | — |\n")
+	}
+	b.WriteString("| remote streams: pool or batch the per-delta proto struct (about 530 B and 0.8 µs more per delta than local) | not measured by benchrun: `go test -run '^$' -bench Remote ./cluster` measures it (cluster, not the peer comparison) | — |\n")
 }
