@@ -338,10 +338,14 @@ func (h *Handler) runBatch(ctx context.Context, b *batchJob, resume bool) {
 			fail(errs...)
 			return
 		}
-		h.set(b, func(sb *openai.ServerBatch) {
-			sb.Status, sb.InProgressAt = "in_progress", unix(h.opts.Now())
-			sb.RequestCounts.Total = total
-		})
+		b.mu.Lock()
+		if !b.sb.Cancel { // a cancel during validation stays "cancelling"
+			b.sb.Batch.Status = "in_progress"
+		}
+		b.sb.Batch.InProgressAt = unix(h.opts.Now())
+		b.sb.Batch.RequestCounts.Total = total
+		b.mu.Unlock()
+		h.save(b)
 	}
 	if !cancelled {
 		if ok := h.runJob(ctx, b, inPath, ks, resume || status != "validating"); !ok {

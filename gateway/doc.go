@@ -42,7 +42,9 @@
 // (finalizing) into OpenAI's output file (answered lines) and error file
 // (failed lines, bad lines included), each with an id only once it holds a
 // line. Cancel stops the job at once (upstream calls are cancelled, native
-// batches cancelled) and leaves in the files what finished. Batch lines
+// batches cancelled) and leaves in the files what finished. expires_at is
+// reported (24 hours after creation) but not enforced: a batch runs to its
+// end. Batch lines
 // are not charged to the key's RPM, TPM or concurrency: the runtime paces
 // them.
 //
