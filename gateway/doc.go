@@ -131,7 +131,8 @@
 // A stream's headers are sent before its first byte, so they carry what is
 // known then: model, provider, credential, step, attempts and queue time
 // (final: a stream never falls back after its first event). Its cost, known
-// only at its end, is sent as an HTTP trailer x-chorus-cost-usd.
+// only at its end, is sent as an HTTP trailer x-chorus-cost-usd. A failed
+// call's error answer carries the same headers for what it tried last.
 //
 // # Errors
 //

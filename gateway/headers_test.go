@@ -68,3 +68,16 @@ func TestChorusHeaders(t *testing.T) {
 		t.Errorf("stream cost trailer %q (trailers %v)", got, resp.Trailer)
 	}
 }
+
+// TestChorusHeadersOnFailure: a call that failed says what it tried last,
+// buffered or streamed (a stream that failed before its first byte).
+func TestChorusHeadersOnFailure(t *testing.T) {
+	f := newFixture(t, gateway.Options{})
+	for _, stream := range []string{"false", "true"} {
+		f.up.Push(llmtest.Step{Fault: &llmtest.Fault{Kind: llmtest.FaultStatus, Status: 500}}, llmtest.Step{Fault: &llmtest.Fault{Kind: llmtest.FaultStatus, Status: 500}})
+		a := f.do(t, "POST", "/v1/chat/completions", `{"model":"openai/gpt-4.1-mini","stream":`+stream+`,"messages":[{"role":"user","content":"hi"}]}`)
+		if a.status != 502 || a.header.Get("x-chorus-model") != "openai/gpt-4.1-mini" || a.header.Get("x-chorus-attempts") != "1" || a.header.Get("x-chorus-credential") == "" {
+			t.Errorf("stream %s: %d %v", stream, a.status, a.header)
+		}
+	}
+}

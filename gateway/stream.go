@@ -34,6 +34,9 @@ func (h *Handler) pump(w http.ResponseWriter, f format, s *llm.Stream, enc strea
 	if !ok {
 		res, err := s.Result()
 		if err != nil {
+			if headers != nil {
+				headers(w.Header()) // what was tried: the call has ended
+			}
 			h.fail(w, f, errorFor(err))
 			return res, err
 		}
