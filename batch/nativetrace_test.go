@@ -71,8 +71,8 @@ func TestNativeBatchTelemetry(t *testing.T) {
 			kvs = append(kvs, ev.Attributes...)
 		}
 		for _, kv := range kvs {
-			if strings.Contains(kv.Value.Emit(), testKey) || kv.Value.Emit() == "p" {
-				t.Errorf("span %s: %s = %q", s.Name(), kv.Key, kv.Value.Emit())
+			if strings.Contains(kv.Value.String(), testKey) || kv.Value.String() == "p" {
+				t.Errorf("span %s: %s = %q", s.Name(), kv.Key, kv.Value.String())
 			}
 		}
 		if strings.Contains(s.Status().Description, testKey) {

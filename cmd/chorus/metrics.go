@@ -40,7 +40,7 @@ func newPromMetrics(ctx context.Context) (*promMetrics, error) {
 	reg := prometheus.NewRegistry()
 	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
 	if err != nil {
-		return nil, fmt.Errorf("Prometheus exporter: %w", err)
+		return nil, fmt.Errorf("the Prometheus exporter: %w", err)
 	}
 	opts := []sdkmetric.Option{sdkmetric.WithReader(exp)}
 	otelMeters.Lock()
