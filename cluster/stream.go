@@ -496,6 +496,42 @@ func gather[T, U any](ctx context.Context, ch <-chan T, conv func(*T) U) ([]U, b
 	return batch, true
 }
 
+// gatherDeltas is gather for a stream's events: it collects them in evs
+// (reused from batch to batch), then converts them into one allocation of
+// Deltas, not one per event (a Delta is about 150 bytes).
+func gatherDeltas(ctx context.Context, ch <-chan llm.Event, evs []llm.Event) ([]*clusterpb.Delta, []llm.Event, bool) {
+	clear(evs)
+	evs = evs[:0]
+	select {
+	case ev, ok := <-ch:
+		if !ok {
+			return nil, evs, false
+		}
+		evs = append(evs, ev)
+	case <-ctx.Done():
+		return nil, evs, false
+	}
+fill:
+	for len(evs) < maxBatch {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				break fill
+			}
+			evs = append(evs, ev)
+		default:
+			break fill
+		}
+	}
+	ds := make([]clusterpb.Delta, len(evs))
+	ps := make([]*clusterpb.Delta, len(evs))
+	for i := range evs {
+		toDelta(&evs[i], &ds[i])
+		ps[i] = &ds[i]
+	}
+	return ps, evs, true
+}
+
 // chatBody runs a model call on this node's runtime and relays its events
 // in batches (gather).
 func (n *Node) chatBody(body []byte) func(context.Context, *flowOut) bool {
@@ -511,12 +547,11 @@ func (n *Node) chatBody(body []byte) func(context.Context, *flowOut) bool {
 			return true
 		}
 		defer s.Close()
+		evs := make([]llm.Event, 0, maxBatch)
 		for {
-			batch, ok := gather(ctx, s.Events(), func(ev *llm.Event) *clusterpb.Delta {
-				d := new(clusterpb.Delta)
-				toDelta(ev, d)
-				return d
-			})
+			var batch []*clusterpb.Delta
+			var ok bool
+			batch, evs, ok = gatherDeltas(ctx, s.Events(), evs)
 			if !ok {
 				break
 			}
