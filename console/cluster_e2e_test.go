@@ -69,7 +69,14 @@ func TestConsoleOnClusterNode(t *testing.T) {
 	if err := n.WaitMembers(wctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	h, err := New(Options{Runtime: n.Runtime(), Cluster: n, ClusterSessions: n.Sessions(), Journal: j, Token: testToken})
+	owners := func() []BudgetOwner {
+		var out []BudgetOwner
+		for _, o := range n.BudgetOwners() {
+			out = append(out, BudgetOwner{Provider: o.Provider, Fingerprint: o.KeyID, Member: o.Member})
+		}
+		return out
+	}
+	h, err := New(Options{Runtime: n.Runtime(), Cluster: n, BudgetOwners: owners, ClusterSessions: n.Sessions(), Journal: j, Token: testToken})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +98,8 @@ func TestConsoleOnClusterNode(t *testing.T) {
 	var cv ClusterView
 	r := k.do(req{path: APIPrefix + "cluster", bearer: testToken})
 	r.json(t, &cv)
-	if !cv.Enabled || len(cv.Placement) != 1 || cv.Placement[0].Session != "c-1" || cv.Placement[0].Member != n.Address() {
+	if !cv.Enabled || len(cv.Placement) != 1 || cv.Placement[0].Session != "c-1" || cv.Placement[0].Member != n.Address() ||
+		len(cv.BudgetOwners) != 1 || cv.BudgetOwners[0].Provider != "sim" || cv.BudgetOwners[0].Member != n.Address() || len(cv.BudgetOwners[0].Fingerprint) != 16 {
 		t.Fatalf("cluster: %s", r.body)
 	}
 	if r := k.do(req{method: "POST", path: APIPrefix + "sessions/c-1/approve", body: ResolveRequest{Interrupt: ap.Approvals[0].Interrupt}, bearer: testToken}); r.status != 200 {

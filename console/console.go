@@ -33,8 +33,10 @@ type Options struct {
 	// lists, shows and resolves.
 	Sessions *session.Manager
 	// Cluster, on a cluster member (a *cluster.Node), fills the Cluster
-	// page.
-	Cluster Cluster
+	// page; BudgetOwners, when set, says which member owns each key's
+	// budget (chorus node adapts Node.BudgetOwners).
+	Cluster      Cluster
+	BudgetOwners func() []BudgetOwner
 	// ClusterSessions, when Sessions is nil, are the sessions the console
 	// reaches through the cluster (Node.Sessions()); Journal is then the
 	// cluster's session journal, which lists them and gives their

@@ -25,7 +25,7 @@
 //	/console/sessions       the sessions with their state; ?state=waiting_approval|running|failed|idle
 //	/console/sessions/{id}  one session: state, pending approvals, tool calls (effect, attempts, outcome), the journal's timeline (turns, steps, model calls with usage, approvals), live events, send a message, cancel the turn
 //	/console/approvals      every pending approval: arguments, a deadline countdown, approve or reject with a note
-//	/console/cluster        on a cluster member: this member, the members, where each session lives (its lease's holder), the journal's sessions
+//	/console/cluster        on a cluster member: this member, the members, which member owns each key's budget, where each session lives (its lease's holder), the journal's sessions
 //	/console/login          the operator token in, a login cookie out
 //
 // # API

@@ -471,6 +471,16 @@ type ClusterView struct {
 	// holds its lease (when the journal lists leases; released leases, of
 	// passivated sessions, are not listed).
 	Placement []PlacementView `json:"placement"`
+	// BudgetOwners says which member owns each key's budget.
+	BudgetOwners []BudgetOwner `json:"budget_owners"`
+}
+
+// BudgetOwner is the member that owns a provider key's budget (the one
+// admitter of that key in the cluster), the key named by its fingerprint.
+type BudgetOwner struct {
+	Provider    string `json:"provider"`
+	Fingerprint string `json:"fingerprint"`
+	Member      string `json:"member"`
 }
 
 // PlacementView is a session's lease: the member running it.
@@ -488,13 +498,16 @@ type PlacementView struct {
 }
 
 func (h *Handler) clusterView(ctx context.Context) ClusterView {
-	v := ClusterView{Members: []string{}, Sessions: []string{}, Placement: []PlacementView{}}
+	v := ClusterView{Members: []string{}, Sessions: []string{}, Placement: []PlacementView{}, BudgetOwners: []BudgetOwner{}}
 	n := h.opt.Cluster
 	if n == nil {
 		return v
 	}
 	v.Enabled, v.Address = true, n.Address()
 	v.Members = append(v.Members, n.Members()...)
+	if h.opt.BudgetOwners != nil {
+		v.BudgetOwners = append(v.BudgetOwners, h.opt.BudgetOwners()...)
+	}
 	if h.opt.Journal != nil {
 		if ids, err := h.opt.Journal.Sessions(ctx); err == nil {
 			v.Sessions = append(v.Sessions, ids...)

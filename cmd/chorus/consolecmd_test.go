@@ -79,7 +79,7 @@ func TestNodeConsole(t *testing.T) {
 	defer n.stop(t)
 	status, body := getConsole(t, base, console.APIPrefix+"cluster", "")
 	var cv console.ClusterView
-	if status != 200 || json.Unmarshal(body, &cv) != nil || !cv.Enabled || cv.Address != addrs[0] || len(cv.Members) != 1 {
+	if status != 200 || json.Unmarshal(body, &cv) != nil || !cv.Enabled || cv.Address != addrs[0] || len(cv.Members) != 1 || len(cv.BudgetOwners) < 2 || cv.BudgetOwners[0].Member != addrs[0] {
 		t.Fatalf("cluster: %d %s", status, body)
 	}
 	status, body = getConsole(t, base, console.APIPrefix+"credentials", "")

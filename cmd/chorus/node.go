@@ -114,7 +114,13 @@ func cmdNode(ctx context.Context, e env, args []string) int {
 	fmt.Fprintf(e.stdout, "chorus node: member of %q at %s (peers %s)\n", o.name, n.Address(), o.peers)
 	if o.consoleAddr != "" { // consolecmd.go
 		token, made := consoleToken(e, o.token)
-		copt := console.Options{Runtime: n.Runtime(), Cluster: n, Token: token}
+		copt := console.Options{Runtime: n.Runtime(), Cluster: n, Token: token, BudgetOwners: func() []console.BudgetOwner {
+			var out []console.BudgetOwner
+			for _, o := range n.BudgetOwners() {
+				out = append(out, console.BudgetOwner{Provider: o.Provider, Fingerprint: o.KeyID, Member: o.Member})
+			}
+			return out
+		}}
 		if journal != nil {
 			copt.ClusterSessions, copt.Journal = n.Sessions(), journal
 		}
