@@ -2,9 +2,11 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +14,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 )
 
 // TestNodeMetricsEndpoint: chorus node --metrics-addr serves its
@@ -159,4 +165,42 @@ func get(t *testing.T, url string, header ...string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// TestMetricsBesideOTLP: with OTLP metrics asked for by the environment,
+// --metrics-addr replaces setupOTel's meter provider by one with both
+// readers: an instrument made afterwards is scraped at /metrics and
+// exported over OTLP when the command ends; the global is a no-op after.
+func TestMetricsBesideOTLP(t *testing.T) {
+	sink := &otlpSink{spans: map[string]int{}, metrics: map[string]bool{}}
+	srv := httptest.NewServer(sink)
+	defer srv.Close()
+	vars := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": srv.URL, "OTEL_TRACES_EXPORTER": "none"}
+	shutdown, err := setupOTel(context.Background(), func(k string) string { return vars[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := startMetrics(context.Background(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := otel.GetMeterProvider().Meter("test").Int64Counter("chorus.test.both", metric.WithUnit("{thing}"))
+	c.Add(context.Background(), 3)
+	if code, page := get(t, "http://"+m.addr+"/metrics"); code != 200 || !strings.Contains(page, "chorus_test_both_total") {
+		t.Errorf("scrape %d:\n%s", code, page)
+	}
+	if err := m.stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if !sink.metrics["chorus.test.both"] {
+		t.Errorf("not exported over OTLP: %v", sink.metrics)
+	}
+	if _, ok := otel.GetMeterProvider().(metricnoop.MeterProvider); !ok {
+		t.Errorf("the global meter provider after shutdown is %T", otel.GetMeterProvider())
+	}
 }
