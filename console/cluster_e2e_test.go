@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/chorusrt/chorus/cluster"
 	"github.com/chorusrt/chorus/internal/pgtest"
 	"github.com/chorusrt/chorus/llm"
@@ -123,4 +125,19 @@ func TestConsoleOnClusterNode(t *testing.T) {
 	if len(list.Sessions) != 1 || list.Sessions[0].ID != "c-1" {
 		t.Fatalf("list: %+v", list)
 	}
+	// The Cluster page in a browser, captured (the README's screenshot).
+	if r := k.do(req{method: "POST", path: APIPrefix + "sessions/c-2/messages", body: SendRequest{Text: `refund {"order": 8}`}, bearer: testToken}); r.status != http.StatusAccepted {
+		t.Fatalf("send c-2: %d", r.status)
+	}
+	ctx := browser(t)
+	within(t, ctx, 20*time.Second, "login and cluster page",
+		chromedp.Navigate(srv.URL+PagePrefix+"login?next=/console/cluster"),
+		chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), testToken),
+		chromedp.Click(chromedp.CSS("#login-submit")),
+		chromedp.WaitVisible(chromedp.CSS("#budget-owners")),
+	)
+	waitText(t, ctx, "#placement", n.Address())
+	waitText(t, ctx, "#budget-owners", n.Address())
+	shoot(t, ctx, artifacts(t), "cluster")
 }
