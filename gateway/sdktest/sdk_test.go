@@ -179,7 +179,9 @@ func TestAnthropicGoSDK(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	c := anthropic.NewClient(aoption.WithBaseURL(f.url), aoption.WithAPIKey("gk-good"), aoption.WithMaxRetries(0), aoption.WithHTTPClient(f.hc))
-	f.up.Push(llmtest.Respond(llmtest.Reply{Text: "hello", Reasoning: "hm", Signature: "sig-1"}), llmtest.Deltas("one ", "two"), midStream(), stall())
+	f.up.Push(llmtest.Respond(llmtest.Reply{Text: "hello", Reasoning: "hm", Signature: "sig-1"}),
+		llmtest.Respond(llmtest.Reply{Thinking: []llm.ThinkingBlock{{Text: "first", Signature: "sig-A"}, {Text: "second", Signature: "sig-B"}}, Text: "done"}),
+		llmtest.Deltas("one ", "two"), midStream(), stall())
 	msgs := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}
 
 	m, err := c.Messages.New(ctx, anthropic.MessageNewParams{Model: "anthropic/claude-haiku-4-5", MaxTokens: 2048, Messages: msgs,
@@ -187,9 +189,22 @@ func TestAnthropicGoSDK(t *testing.T) {
 	if err != nil || len(m.Content) != 2 || m.Content[0].Signature != "sig-1" || m.Content[1].Text != "hello" {
 		t.Fatalf("buffered: %v %+v", err, m)
 	}
-	// Streamed, cross-format: an OpenAI-format model behind the Anthropic SDK.
-	s := c.Messages.NewStreaming(ctx, anthropic.MessageNewParams{Model: "gpt", MaxTokens: 100, Messages: msgs})
+	// Streamed thinking: each block keeps its own signature (signature_delta).
+	s := c.Messages.NewStreaming(ctx, anthropic.MessageNewParams{Model: "anthropic/claude-haiku-4-5", MaxTokens: 2048, Messages: msgs,
+		Thinking: anthropic.ThinkingConfigParamOfEnabled(1024)})
 	acc := anthropic.Message{}
+	for s.Next() {
+		if err := acc.Accumulate(s.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.Err() != nil || len(acc.Content) != 3 || acc.Content[0].Thinking != "first" || acc.Content[0].Signature != "sig-A" ||
+		acc.Content[1].Thinking != "second" || acc.Content[1].Signature != "sig-B" || acc.Content[2].Text != "done" {
+		t.Fatalf("streamed thinking: %v %+v", s.Err(), acc.Content)
+	}
+	// Streamed, cross-format: an OpenAI-format model behind the Anthropic SDK.
+	s = c.Messages.NewStreaming(ctx, anthropic.MessageNewParams{Model: "gpt", MaxTokens: 100, Messages: msgs})
+	acc = anthropic.Message{}
 	for s.Next() {
 		if err := acc.Accumulate(s.Current()); err != nil {
 			t.Fatal(err)
