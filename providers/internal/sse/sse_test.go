@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 
 	"github.com/chorusrt/chorus/internal/testkit/fixture"
 )
@@ -103,6 +104,7 @@ func FuzzReader(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		sameEvents(t, b)
 		r := NewReader(strings.NewReader(string(b)), nil)
 		r.SetLimits(1024, 4096)
 		terminated := false
@@ -231,5 +233,73 @@ func TestLongLineIsActivity(t *testing.T) {
 	// Half way through the line's reads the counter must have moved.
 	if mid := cr.seen[len(cr.seen)/2]; mid == 0 {
 		t.Fatalf("no activity counted while the long line arrived (%d reads)", len(cr.seen))
+	}
+}
+
+// chunked reads at most n bytes per Read, n cycling from 1 to 7: buffer
+// refills land anywhere, between a data line and the line after it too.
+type chunked struct {
+	r io.Reader
+	n int
+}
+
+func (c *chunked) Read(p []byte) (int, error) {
+	c.n = c.n%7 + 1
+	if len(p) > c.n {
+		p = p[:c.n]
+	}
+	return c.r.Read(p)
+}
+
+// events reads every event of r as "name|data" strings, and the error that
+// ended it.
+func events(r io.Reader) ([]string, error) {
+	sr := NewReader(r, nil)
+	sr.SetLimits(1024, 4096)
+	var out []string
+	for {
+		ev, err := sr.Next()
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return out, err
+		}
+		out = append(out, string(ev.Name)+"|"+string(ev.Data))
+	}
+}
+
+// sameEvents checks that b frames into the same events whether the body
+// arrives whole, a byte at a time or in small chunks: an event's data that
+// is still a slice of the reader's buffer is never moved under the caller.
+func sameEvents(t *testing.T, b []byte) {
+	t.Helper()
+	want, werr := events(bytes.NewReader(b))
+	for name, r := range map[string]io.Reader{
+		"one byte": iotest.OneByteReader(bytes.NewReader(b)),
+		"chunked":  &chunked{r: bytes.NewReader(b)},
+		"half":     iotest.HalfReader(bytes.NewReader(b)),
+	} {
+		got, gerr := events(r)
+		if (werr == nil) != (gerr == nil) || strings.Join(got, "\x00") != strings.Join(want, "\x00") {
+			t.Fatalf("%s: events %q (%v), whole body %q (%v)", name, got, gerr, want, werr)
+		}
+	}
+}
+
+func TestReaderSameEventsHoweverReadsSplit(t *testing.T) {
+	var long strings.Builder
+	for long.Len() < 6000 {
+		long.WriteString("data: {\"text\":\"0123456789abcdef\"}\n\n")
+	}
+	for _, b := range []string{
+		"data: a\n\nevent: x\ndata: b\r\n\r\n: c\n",
+		"data: one\ndata: two\n\ndata: three\n\n",
+		"event: e\ndata: x\nid: 3\ndata: y\n\n",
+		"data: " + strings.Repeat("z", 5000) + "\n\ndata: after\n\n",
+		"data: last without blank line",
+		long.String(),
+	} {
+		sameEvents(t, []byte(b))
 	}
 }
