@@ -70,7 +70,7 @@ func (h *Handler) openAIResponses(w http.ResponseWriter, r *http.Request) {
 	}
 	req := sr.Chat
 	created := h.opts.Now().Unix()
-	id := "resp_chorus" + strconv.FormatInt(h.opts.Now().UnixNano(), 36)
+	id := newID("resp_") // unique: clients may keep it
 	h.serveChat(w, r, ks, req, req.Model, sr.Stream, chatCodec{
 		f:           f,
 		contentType: "application/json",
