@@ -77,6 +77,17 @@
 // inside a chunk is an *llm.APIError, retryable for UNAVAILABLE,
 // RESOURCE_EXHAUSTED and INTERNAL (codes 429, 500, 503).
 //
+// A chunk is walked once, its parts collected and applied only when it is
+// whole, so a truncated chunk emits nothing. Gemini repeats most bytes of a
+// chunk in the next (usageMetadata, modelVersion, responseId, the
+// candidate's structure): when the bytes after a leading candidates member
+// equal the last applied chunk's, they are not walked again, and a chunk
+// with the same bytes as the last plain text delta around another string is
+// that string's text event. The tests compare every stream with walking
+// each chunk whole. Against a floor that only finds and unescapes each
+// delta's text (BenchmarkDecodeMemory in package providers), a text delta
+// costs about 1.7 times as much (10 times before).
+//
 // Errors. ParseError reads {"error":{code,message,status}} (also as the
 // first element of an array) and RetryDelay reads the google.rpc.RetryInfo
 // retryDelay for the retry ladder.
