@@ -44,9 +44,8 @@
 // line. Cancel stops the job at once (upstream calls are cancelled, native
 // batches cancelled) and leaves in the files what finished. expires_at is
 // reported (24 hours after creation) but not enforced: a batch runs to its
-// end. Batch lines
-// are not charged to the key's RPM, TPM or concurrency: the runtime paces
-// them.
+// end. Batch lines are not charged to the key's RPM, TPM or concurrency:
+// the runtime paces them.
 //
 // Files and batches live in Options.FilesDir (default a temporary
 // directory, removed by Close): each file as its bytes and a JSON object

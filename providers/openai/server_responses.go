@@ -801,7 +801,9 @@ func (s *ServerResponsesStream) Event(dst []byte, ev *llm.Event) []byte {
 // End closes every open item and appends response.completed (or
 // response.incomplete) with the whole response. res, when not nil,
 // supplies usage, finish reason and encrypted reasoning the events did not
-// carry.
+// carry: a reasoning item of the final response has the upstream's id and
+// encrypted_content (what a stateless replay needs), which its streamed
+// events, sent before they were known, could not have.
 func (s *ServerResponsesStream) End(dst []byte, res *llm.ChatResult) []byte {
 	dst = s.start(dst)
 	dst = s.closeCur(dst)
