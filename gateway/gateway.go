@@ -164,7 +164,8 @@ func New(rt *runtime.Runtime, opts Options) (*Handler, error) {
 // Close stops the batch jobs and waits for them (until ctx ends): with a
 // FilesDir of its own, a new Handler on the same directory resumes them.
 // A temporary files directory is removed. Close does not close the
-// runtime, and answers no request after it only for batches.
+// runtime; call it once no request is being served (after the server's
+// Shutdown).
 func (h *Handler) Close(ctx context.Context) error {
 	h.batches.stop()
 	done := make(chan struct{})
