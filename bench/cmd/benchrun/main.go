@@ -112,6 +112,7 @@ type runner struct {
 	clients []string  // labels to run; all when empty
 	date    time.Time // when the measurements ended
 	flags   []string  // figures where Chorus beat its floor (report)
+	loadEnd string    // load average when the measurements ended
 }
 
 // dump is everything a report is made of, written with -json and read
@@ -123,6 +124,7 @@ type dump struct {
 	Timing  map[string]time.Duration `json:"timing"`
 	Machine sysinfo.Machine          `json:"machine"`
 	Date    time.Time                `json:"date"`
+	LoadEnd string                   `json:"load_end,omitempty"`
 	Rows    []Row                    `json:"rows"`
 	Soak    *soak.Report             `json:"soak,omitempty"`
 }
@@ -161,7 +163,7 @@ func main() {
 		if err := json.Unmarshal(b, &d); err != nil {
 			fatal(err)
 		}
-		r := &runner{p: d.Params, rows: d.Rows, timing: d.Timing, machine: d.Machine, quick: d.Quick, total: d.Total, date: d.Date, log: os.Stderr}
+		r := &runner{p: d.Params, rows: d.Rows, timing: d.Timing, machine: d.Machine, quick: d.Quick, total: d.Total, date: d.Date, loadEnd: d.LoadEnd, log: os.Stderr}
 		r.write(*out, *pngOut, d.Soak)
 		return
 	}
@@ -217,8 +219,9 @@ func main() {
 	}
 	r.total = time.Since(start)
 	r.date = time.Now()
+	r.loadEnd = sysinfo.ReadMachine().Load
 	if *jsonOut != "" {
-		b, _ := json.MarshalIndent(dump{Params: r.p, Quick: r.quick, Total: r.total, Timing: r.timing, Machine: r.machine, Date: r.date, Rows: r.rows, Soak: soakRep}, "", "  ")
+		b, _ := json.MarshalIndent(dump{Params: r.p, Quick: r.quick, Total: r.total, Timing: r.timing, Machine: r.machine, Date: r.date, LoadEnd: r.loadEnd, Rows: r.rows, Soak: soakRep}, "", "  ")
 		if err := os.WriteFile(*jsonOut, b, 0o644); err != nil {
 			fatal(err)
 		}
@@ -597,7 +600,11 @@ var tlsProtos = []struct {
 // and the concurrent streams at the smaller size.
 func (r *runner) tls() {
 	for _, p := range tlsProtos {
-		ts := r.srv.StartTLS(p.http2)
+		ts, err := r.srv.StartTLS(p.http2)
+		if err != nil {
+			r.logf("tls %s: %v", p.name, err)
+			continue
+		}
 		r.srv.SetMode(server.Mode{Deltas: r.p.E2EDeltas, FlushEvery: 1})
 		for _, f := range corpus.Formats {
 			for _, c := range streamClients(f) {

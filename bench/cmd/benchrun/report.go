@@ -296,8 +296,15 @@ func (r *runner) report(pngName string) string {
 	if quick {
 		b.WriteString("> **Smoke run (-quick):** sizes are scaled far down and each macro figure is a single run; do not quote these numbers.\n\n")
 	}
-	b.WriteString("## Machine\n\n| CPU | cores | memory | OS | Go | load average at start |\n|---|---|---|---|---|---|\n")
-	fmt.Fprintf(&b, "| %s | %d | %s | %s | %s %s/%s | %s |\n\n", m.CPUModel, m.Cores, m.MemTotal, m.Kernel, m.GoVer, m.GOOS, m.GOARCH, m.Load)
+	b.WriteString("## Machine\n\n| CPU | cores | memory | OS | Go | load average at start | at the end |\n|---|---|---|---|---|---|---|\n")
+	loadEnd := r.loadEnd
+	if loadEnd == "" {
+		loadEnd = "—"
+	}
+	fmt.Fprintf(&b, "| %s | %d | %s | %s | %s %s/%s | %s | %s |\n\n", m.CPUModel, m.Cores, m.MemTotal, m.Kernel, m.GoVer, m.GOOS, m.GOARCH, m.Load, loadEnd)
+	if loadAbove(m.Load, float64(m.Cores)) || loadAbove(r.loadEnd, float64(m.Cores)) {
+		fmt.Fprintf(&b, "> **A loaded machine.** The load average above is over the %d cores: other processes shared the cores during this run, so every figure is slower and noisier than on a quiet machine, latencies under load (the gateway's open loop, scenario 7) most of all; ratios between clients measured one after another suffer less, but a client measured during a burst of other work looks worse than it is.\n\n", m.Cores)
+	}
 	b.WriteString("Everything runs on this one machine: the loopback server in the benchrun process, each measurement in a fresh child process (so CPU time from getrusage, peak RSS and heap are the client's own), both sharing the same cores.\n\n")
 
 	b.WriteString("## Versions\n\n| client | module | version |\n|---|---|---|\n")
@@ -336,6 +343,20 @@ func (r *runner) report(pngName string) string {
 	return b.String()
 }
 
+// loadAbove reports whether the 1-minute load average in s ("1.0 0.9
+// 0.8") exceeds n.
+func loadAbove(s string, n float64) bool {
+	f := strings.Fields(s)
+	if len(f) == 0 {
+		return false
+	}
+	var v float64
+	if _, err := fmt.Sscanf(f[0], "%g", &v); err != nil {
+		return false
+	}
+	return v > n
+}
+
 func verdict(ok bool) string {
 	if ok {
 		return "**met**"
@@ -355,7 +376,7 @@ func (r *runner) targets(b *strings.Builder) {
 		x := cb.Values["cpu_ns_per_delta"] / fl.Values["cpu_ns_per_delta"]
 		v := verdict(x <= 1.5)
 		if x > 1.5 {
-			v += fmt.Sprintf(" by %.0f%% (%.2f× instead of 1.5×)", (x/1.5-1)*100, x)
+			v += fmt.Sprintf(" by %.1f%% (%.3f× instead of 1.5×)", (x/1.5-1)*100, x)
 		}
 		fmt.Fprintf(b, "| decode within 1.5× the field-extraction floor, building the whole `ChatResult` (%s, `StreamTo`, CPU time) | %.0f ns vs %.0f ns CPU per delta: %.2f× | %s |\n", f, cb.Values["cpu_ns_per_delta"], fl.Values["cpu_ns_per_delta"], x, v)
 		a := cb.Values["allocs_per_delta"]
@@ -834,7 +855,7 @@ func (r *runner) sectionTLS(b *strings.Builder) {
 	if len(r.groups("tls-e2e")) == 0 && len(r.groups("tls-concurrent")) == 0 {
 		return
 	}
-	fmt.Fprintf(b, "## 8. TLS: scenarios 2 and 3 over HTTP/1.1 and HTTP/2\n\nEvery provider is TLS, most with HTTP/2. The same loopback server, handler and bytes behind `httptest`'s TLS listener (a self-signed certificate; `EnableHTTP2` on or off), every client, floors included, trusting the certificate the way its users trust a private CA: the shared `*http.Client`'s transport gets it in `TLSClientConfig.RootCAs` (and `ForceAttemptHTTP2` for HTTP/2, which a custom TLS config otherwise turns off). The server counts requests by protocol; the bench's tests check that each client really negotiates the protocol asked for. Scenario 2 as above (%d streams of %d deltas, median of %d repeats); scenario 3 at %d streams of %d deltas, %d run per client (the TLS handshakes of every connection are in the CPU figures).\n\n",
+	fmt.Fprintf(b, "## 8. TLS: scenarios 2 and 3 over HTTP/1.1 and HTTP/2\n\nEvery provider is TLS, most with HTTP/2. The same loopback server, handler and bytes behind `httptest`'s TLS listener (a fresh self-signed ECDSA P-256 certificate, the key type the providers present; `EnableHTTP2` on or off), every client, floors included, trusting the certificate the way its users trust a private CA: the shared `*http.Client`'s transport gets it in `TLSClientConfig.RootCAs` (and `ForceAttemptHTTP2` for HTTP/2, which a custom TLS config otherwise turns off). The server counts requests by protocol; the bench's tests check that each client really negotiates the protocol asked for. Scenario 2 as above (%d streams of %d deltas, median of %d repeats); scenario 3 at %d streams of %d deltas, %d run per client (the TLS handshakes of every connection are in the CPU figures).\n\n",
 		r.p.E2EStreams, r.p.E2EDeltas, r.p.MacroRuns, r.p.TLSConcSize, r.p.TLSConcDeltas, r.p.TLSRuns)
 	for _, g := range r.groups("tls-e2e") {
 		fmt.Fprintf(b, "### One stream end to end, %s\n\n", g)
@@ -929,7 +950,7 @@ func (r *runner) issue20Targets(b *strings.Builder) {
 			}
 			v := verdict(x <= 1.25)
 			if x > 1.25 {
-				v += fmt.Sprintf(" by %.0f%% (%.2f× instead of 1.25×)", (x/1.25-1)*100, x)
+				v += fmt.Sprintf(" by %.1f%% (%.3f× instead of 1.25×)", (x/1.25-1)*100, x)
 			}
 			fmt.Fprintf(b, "| CPU per delta over loopback within 1.25× the floor (`%s`, %s, scenario 3) | %.2f× `floor-extract` | %s |\n", cn, g, x, v)
 		}
@@ -990,7 +1011,7 @@ func (r *runner) issue20Targets(b *strings.Builder) {
 	if x := r.floorRatio("batch", g, "chorus-runtime", corpus.OpenAI, "cpu_us_per_req"); x > 0 {
 		v := verdict(x <= 1.2)
 		if x > 1.2 {
-			v += fmt.Sprintf(" by %.0f%% (%.2f× instead of 1.2×)", (x/1.2-1)*100, x)
+			v += fmt.Sprintf(" by %.1f%% (%.3f× instead of 1.2×)", (x/1.2-1)*100, x)
 		}
 		fmt.Fprintf(b, "| batch: client CPU per request through the runtime within 1.2× the floor (scenario 6) | %.2f× `floor-extract` | %s |\n", x, v)
 		ch, _ := r.find("batch", g, "chorus-runtime", corpus.OpenAI)

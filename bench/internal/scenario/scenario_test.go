@@ -151,7 +151,10 @@ func TestTLSScenarios(t *testing.T) {
 	specs := []clients.Spec{{Name: "floor-extract", Format: corpus.OpenAI}, {Name: "chorus", Format: corpus.OpenAI}, {Name: "chorus-runtime", Format: corpus.OpenAI},
 		{Name: "openai-go", Format: corpus.OpenAI}, {Name: "anthropic-sdk", Format: corpus.Anthropic}, {Name: "genai", Format: corpus.Gemini}}
 	for _, h2 := range []bool{false, true} {
-		ts := srv.StartTLS(h2)
+		ts, err := srv.StartTLS(h2)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, s := range specs {
 			before := srv.HTTP2Requests()
 			for _, j := range []Job{{Scenario: "tls-e2e", Deltas: 40, Streams: 2, Repeats: 1}, {Scenario: "tls-concurrent", Deltas: 20, Streams: 30}} {
