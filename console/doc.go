@@ -90,6 +90,12 @@
 //   - The window chart is drawn by the console's own script as inline SVG
 //     from the stream's samples (the share of the request limit left, and
 //     the calls in flight), no chart library.
+//   - The browser tests (TestBrowser, and the end of TestConsoleOnClusterNode)
+//     drive Debian's chromium through chromedp, headless. They run with the
+//     package under make test, race detector included (the whole package
+//     takes about a minute under -race on two cores); under CI=true a
+//     missing chromium fails them, elsewhere they skip naming the package
+//     to install. The browser is killed and reaped when each test ends.
 //   - Batch progress comes from a batch.Registry the program feeds (each
 //     job's Tracker.Observe as its Job.Observe): chorus serve and chorus
 //     node show the jobs run in their own process.
