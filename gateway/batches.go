@@ -430,8 +430,21 @@ func (h *Handler) runJob(ctx context.Context, b *batchJob, inPath string, ks *ke
 	}
 	b.mu.Lock()
 	b.sb.Batch.RequestCounts.Completed, b.sb.Batch.RequestCounts.Failed = 0, 0
+	total := b.sb.Batch.RequestCounts.Total
 	b.mu.Unlock()
+	var tr *batch.Tracker
+	if h.opts.Batches != nil {
+		tr = h.opts.Batches.Track(id, total)
+		counts := job.Observe
+		job.Observe = func(ev batch.Event) {
+			counts(ev)
+			tr.Observe(ev)
+		}
+	}
 	_, err = batch.Run(ctx, job)
+	if tr != nil {
+		tr.Finish(err)
+	}
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}

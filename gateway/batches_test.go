@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/chorusrt/chorus/batch"
 	"mime/multipart"
 	"net/http"
 	"strings"
@@ -267,5 +268,31 @@ func TestBatchResumesAfterRestart(t *testing.T) {
 	}
 	if n := f.up.Count(); n != 4 {
 		t.Errorf("%d upstream calls, want 4 (a once, b twice, c once)", n)
+	}
+}
+
+// With Options.Batches, a batch job's progress is published to the
+// registry (the console's Batches page): its total, what succeeded and
+// failed, and its end.
+func TestBatchesPublishProgress(t *testing.T) {
+	opts := batchKeys()
+	opts.Batches = batch.NewRegistry(5)
+	f := newFixture(t, opts)
+	input := `{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"openai/gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}}
+{"custom_id":"b","method":"POST","url":"/v1/chat/completions","body":{"model":"openai/gpt-4.1-mini","messages":[{"role":"wizard","content":"?"}]}}
+`
+	var file struct{ ID string }
+	decode(t, f.upload(t, "gk-batcher", "batch", "in.jsonl", []byte(input)).body, &file)
+	var created batchObj
+	decode(t, f.do(t, "POST", "/v1/batches", `{"input_file_id":"`+file.ID+`","endpoint":"/v1/chat/completions","completion_window":"24h"}`, "Authorization", "Bearer gk-batcher").body, &created)
+	if b := f.waitBatch(t, "gk-batcher", created.ID); b.Status != "completed" {
+		t.Fatalf("batch %+v", b)
+	}
+	jobs := opts.Batches.Jobs()
+	if len(jobs) != 1 {
+		t.Fatalf("registry holds %d jobs, want 1", len(jobs))
+	}
+	if p := jobs[0]; p.Name != created.ID || p.Total != 2 || p.Succeeded != 1 || p.Failed != 1 || p.Finished.IsZero() {
+		t.Fatalf("progress %+v, want the batch's 2 lines (1 succeeded, 1 failed), finished", p)
 	}
 }

@@ -88,6 +88,10 @@ type Options struct {
 	// Cancel is ignored); lines it cannot send run live. Nil: every line
 	// runs live.
 	BatchNative *batch.Native
+	// Batches, when set, publishes each batch job's progress (lines done,
+	// rate, ETA, per-model summary, bad lines) to readers in the process,
+	// such as the console's Batches page.
+	Batches *batch.Registry
 	// Telemetry is where the gateway's HTTP server spans go (nil: the
 	// global TracerProvider). Give it the runtime's, so that each server
 	// span and the runtime's spans of its call are one trace.

@@ -230,7 +230,9 @@ func cmdServe(ctx context.Context, e env, args []string) int {
 		return 2
 	}
 	defer st.close(5 * time.Second)
-	gopts := gateway.Options{Keys: keys, Logger: slog.New(slog.NewTextHandler(e.stderr, nil)), FilesDir: *filesDir}
+	// The gateway's batch jobs show on the console's Batches page.
+	batches := batch.NewRegistry(20)
+	gopts := gateway.Options{Keys: keys, Logger: slog.New(slog.NewTextHandler(e.stderr, nil)), FilesDir: *filesDir, Batches: batches}
 	if *nativeBatches {
 		gopts.BatchNative = &batch.Native{Clients: nativeClients(e)}
 	}
@@ -246,7 +248,7 @@ func cmdServe(ctx context.Context, e env, args []string) int {
 		_ = h.Close(cctx)
 	}()
 	// The console beside the gateway, with its sessions (consolecmd.go).
-	mux, announce, closeConsole, err := serveConsoleMux(e, st, h, *addr, *journalPath, *sessionModel, *token)
+	mux, announce, closeConsole, err := serveConsoleMux(e, st, h, batches, *addr, *journalPath, *sessionModel, *token)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "chorus serve: %v\n", err)
 		return 2
