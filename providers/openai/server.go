@@ -144,22 +144,32 @@ func DecodeServerChat(body []byte) (*ServerChat, error) {
 }
 
 func decodeToolChoice(raw json.RawMessage) (llm.ToolChoice, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return llm.ToolChoice{}, nil
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		switch llm.ToolChoiceMode(s) {
-		case llm.ToolChoiceAuto, llm.ToolChoiceNone, llm.ToolChoiceRequired:
-			return llm.ToolChoice{Mode: llm.ToolChoiceMode(s)}, nil
-		}
-		return llm.ToolChoice{}, badField("tool_choice", "%q is unknown", s)
+	if tc, done, err := decodeToolChoiceMode(raw); done {
+		return tc, err
 	}
 	var named namedToolChoice
 	if err := json.Unmarshal(raw, &named); err != nil || named.Function.Name == "" {
 		return llm.ToolChoice{}, badField("tool_choice", "is neither a mode nor {type:function, function:{name}}")
 	}
 	return llm.ToolChoice{Mode: llm.ToolChoiceTool, Name: named.Function.Name}, nil
+}
+
+// decodeToolChoiceMode reads the part of a tool_choice both formats share:
+// absent or null (no choice) or a mode string. done is false when raw is
+// something else, the format's object naming a tool.
+func decodeToolChoiceMode(raw json.RawMessage) (tc llm.ToolChoice, done bool, err error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return llm.ToolChoice{}, true, nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return llm.ToolChoice{}, false, nil
+	}
+	switch llm.ToolChoiceMode(s) {
+	case llm.ToolChoiceAuto, llm.ToolChoiceNone, llm.ToolChoiceRequired:
+		return llm.ToolChoice{Mode: llm.ToolChoiceMode(s)}, true, nil
+	}
+	return llm.ToolChoice{}, true, badField("tool_choice", "%q is unknown", s)
 }
 
 func decodeServerMessage(sm *serverMessage, field string) (llm.Message, error) {
@@ -187,6 +197,35 @@ func decodeServerMessage(sm *serverMessage, field string) (llm.Message, error) {
 // decodeContent reads content: a string, null, or an array of parts. A
 // parts array that holds only text is folded into one string.
 func decodeContent(raw json.RawMessage, field string) (string, []llm.Part, error) {
+	return decodeParts(raw, field, "an array of parts", func(cp *contentPart, f string) (llm.Part, error) {
+		switch cp.Type {
+		case "text":
+			return llm.TextPart(cp.Text), nil
+		case "image_url":
+			if cp.ImageURL == nil || cp.ImageURL.URL == "" {
+				return llm.Part{}, badField(f+".image_url.url", "is empty")
+			}
+			return imagePart(cp.ImageURL.URL), nil
+		case "file":
+			if cp.File == nil {
+				return llm.Part{}, badField(f+".file", "is missing")
+			}
+			mime, data, ok := parseDataURL(cp.File.FileData)
+			if !ok {
+				return llm.Part{}, badField(f+".file.file_data", "is not a base64 data: URL")
+			}
+			return llm.Part{Type: llm.PartDocument, MIMEType: mime, Data: data}, nil
+		}
+		return llm.Part{}, badField(f+".type", "%q is not served", cp.Type)
+	})
+}
+
+// decodeParts reads content that is null, a string, or a JSON array of
+// wire parts P (Chat Completions' and Responses' content alike): part turns
+// each into an llm.Part, f being its field for errors, and what names the
+// array in the error for raw that is neither. Parts that hold only text are
+// folded into one string.
+func decodeParts[P any](raw json.RawMessage, field, what string, part func(p *P, f string) (llm.Part, error)) (string, []llm.Part, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", nil, nil
 	}
@@ -194,36 +233,19 @@ func decodeContent(raw json.RawMessage, field string) (string, []llm.Part, error
 	if err := json.Unmarshal(raw, &s); err == nil {
 		return s, nil, nil
 	}
-	var cps []contentPart
-	if err := json.Unmarshal(raw, &cps); err != nil {
-		return "", nil, badField(field, "is neither a string nor an array of parts")
+	var ps []P
+	if err := json.Unmarshal(raw, &ps); err != nil {
+		return "", nil, badField(field, "is neither a string nor %s", what)
 	}
 	var parts []llm.Part
 	textOnly := true
-	for i, cp := range cps {
-		f := fmt.Sprintf("%s[%d]", field, i)
-		switch cp.Type {
-		case "text":
-			parts = append(parts, llm.TextPart(cp.Text))
-		case "image_url":
-			if cp.ImageURL == nil || cp.ImageURL.URL == "" {
-				return "", nil, badField(f+".image_url.url", "is empty")
-			}
-			parts = append(parts, imagePart(cp.ImageURL.URL))
-			textOnly = false
-		case "file":
-			if cp.File == nil {
-				return "", nil, badField(f+".file", "is missing")
-			}
-			mime, data, ok := parseDataURL(cp.File.FileData)
-			if !ok {
-				return "", nil, badField(f+".file.file_data", "is not a base64 data: URL")
-			}
-			parts = append(parts, llm.Part{Type: llm.PartDocument, MIMEType: mime, Data: data})
-			textOnly = false
-		default:
-			return "", nil, badField(f+".type", "%q is not served", cp.Type)
+	for i := range ps {
+		p, err := part(&ps[i], fmt.Sprintf("%s[%d]", field, i))
+		if err != nil {
+			return "", nil, err
 		}
+		parts = append(parts, p)
+		textOnly = textOnly && p.Type == llm.PartText
 	}
 	if textOnly {
 		var b strings.Builder

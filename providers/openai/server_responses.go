@@ -199,16 +199,8 @@ func DecodeServerResponses(body []byte) (*ServerResponses, error) {
 }
 
 func decodeResponsesToolChoice(raw json.RawMessage) (llm.ToolChoice, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return llm.ToolChoice{}, nil
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		switch llm.ToolChoiceMode(s) {
-		case llm.ToolChoiceAuto, llm.ToolChoiceNone, llm.ToolChoiceRequired:
-			return llm.ToolChoice{Mode: llm.ToolChoiceMode(s)}, nil
-		}
-		return llm.ToolChoice{}, badField("tool_choice", "%q is unknown", s)
+	if tc, done, err := decodeToolChoiceMode(raw); done {
+		return tc, err
 	}
 	var named responsesNamedTool
 	if err := json.Unmarshal(raw, &named); err != nil || named.Type != "function" || named.Name == "" {
@@ -319,49 +311,24 @@ func decodeResponsesInput(raw json.RawMessage) ([]llm.Message, error) {
 // decodeResponsesContent reads user, system or tool content: a string or
 // input parts. Parts that hold only text are folded into one string.
 func decodeResponsesContent(raw json.RawMessage, field string) (string, []llm.Part, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil, nil
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		return s, nil, nil
-	}
-	var ps []serverInputPart
-	if err := json.Unmarshal(raw, &ps); err != nil {
-		return "", nil, badField(field, "is neither a string nor a list of parts")
-	}
-	var parts []llm.Part
-	textOnly := true
-	for i, p := range ps {
-		f := fmt.Sprintf("%s[%d]", field, i)
+	return decodeParts(raw, field, "a list of parts", func(p *serverInputPart, f string) (llm.Part, error) {
 		switch p.Type {
 		case "input_text", "output_text", "text":
-			parts = append(parts, llm.TextPart(p.Text))
+			return llm.TextPart(p.Text), nil
 		case "input_image":
 			if p.ImageURL == "" {
-				return "", nil, badField(f+".image_url", "is empty (file_id is not served)")
+				return llm.Part{}, badField(f+".image_url", "is empty (file_id is not served)")
 			}
-			parts = append(parts, imagePart(p.ImageURL))
-			textOnly = false
+			return imagePart(p.ImageURL), nil
 		case "input_file":
 			mime, data, ok := parseDataURL(p.FileData)
 			if !ok {
-				return "", nil, badField(f+".file_data", "is not a base64 data: URL (file_id and file_url are not served)")
+				return llm.Part{}, badField(f+".file_data", "is not a base64 data: URL (file_id and file_url are not served)")
 			}
-			parts = append(parts, llm.Part{Type: llm.PartDocument, MIMEType: mime, Data: data})
-			textOnly = false
-		default:
-			return "", nil, badField(f+".type", "%q is not served", p.Type)
+			return llm.Part{Type: llm.PartDocument, MIMEType: mime, Data: data}, nil
 		}
-	}
-	if textOnly {
-		var b strings.Builder
-		for _, p := range parts {
-			b.WriteString(p.Text)
-		}
-		return b.String(), nil, nil
-	}
-	return "", parts, nil
+		return llm.Part{}, badField(f+".type", "%q is not served", p.Type)
+	})
 }
 
 // decodeOutputContent reads an assistant message's content: a string or

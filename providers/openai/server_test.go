@@ -2,6 +2,7 @@ package openai
 
 import (
 	"bytes"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -110,5 +111,60 @@ func TestServerEncodingsParseBack(t *testing.T) {
 	errFrame := string(s.Error(nil, 429, "slow down"))
 	if _, err := (Codec{}).NewStreamDecoder().Feed(nil, []byte(strings.TrimSpace(strings.TrimPrefix(errFrame, "data: "))), func(llm.Event) bool { return true }); err == nil {
 		t.Fatalf("the in-band error %q decodes as no error", errFrame)
+	}
+}
+
+// Both server decoders read content and tool_choice through the same
+// helpers (decodeParts, decodeToolChoiceMode): a string or parts,
+// text-only parts folded into one string, other parts kept, each refusal
+// naming the part's field; tool_choice null or a mode.
+func TestServerContentAndToolChoiceBothFormats(t *testing.T) {
+	const img = `"data:image/png;base64,iVBORw=="`
+	chat := func(content, toolChoice string) (*llm.ChatRequest, error) {
+		sc, err := DecodeServerChat([]byte(`{"model":"m","tool_choice":` + toolChoice + `,"messages":[{"role":"user","content":` + content + `}]}`))
+		if err != nil {
+			return nil, err
+		}
+		return sc.Chat, nil
+	}
+	responses := func(content, toolChoice string) (*llm.ChatRequest, error) {
+		sr, err := DecodeServerResponses([]byte(`{"model":"m","tool_choice":` + toolChoice + `,"input":[{"role":"user","content":` + content + `}]}`))
+		if err != nil {
+			return nil, err
+		}
+		return sr.Chat, nil
+	}
+	for _, f := range []struct {
+		name                  string
+		decode                func(content, toolChoice string) (*llm.ChatRequest, error)
+		text, image, badPart  string
+		field, badField, what string
+	}{
+		{"chat", chat, `{"type":"text","text":"%s"}`, `{"type":"image_url","image_url":{"url":` + img + `}}`, `{"type":"input_audio"}`,
+			"messages[0].content", "messages[0].content[1].type", "array of parts"},
+		{"responses", responses, `{"type":"input_text","text":"%s"}`, `{"type":"input_image","image_url":` + img + `}`, `{"type":"input_audio"}`,
+			"input[0].content", "input[0].content[1].type", "list of parts"},
+	} {
+		text := func(s string) string { return strings.Replace(f.text, "%s", s, 1) }
+		req, err := f.decode(`[`+text("a")+`,`+text("b")+`]`, `"none"`)
+		if err != nil || req.Messages[0].Content != "ab" || req.Messages[0].Parts != nil || req.ToolChoice.Mode != llm.ToolChoiceNone {
+			t.Errorf("%s: text-only parts: %+v %v", f.name, req, err)
+		}
+		req, err = f.decode(`[`+text("look")+`,`+f.image+`]`, `null`)
+		if err != nil || req.Messages[0].Content != "" || len(req.Messages[0].Parts) != 2 ||
+			req.Messages[0].Parts[1].Type != llm.PartImage || req.Messages[0].Parts[1].MIMEType != "image/png" || req.ToolChoice != (llm.ToolChoice{}) {
+			t.Errorf("%s: mixed parts: %+v %v", f.name, req, err)
+		}
+		for _, c := range []struct{ content, toolChoice, field, msg string }{
+			{`[` + text("a") + `,` + f.badPart + `]`, `"auto"`, f.badField, `"input_audio" is not served`},
+			{`{"x":1}`, `"auto"`, f.field, "is neither a string nor a" + map[bool]string{true: "n", false: ""}[f.name == "chat"] + " " + f.what},
+			{`"hi"`, `"sometimes"`, "tool_choice", `"sometimes" is unknown`},
+		} {
+			_, err := f.decode(c.content, c.toolChoice)
+			var ce *llm.ConfigError
+			if !errors.As(err, &ce) || ce.Field != c.field || ce.Msg != c.msg {
+				t.Errorf("%s: %s / %s: %v, want a ConfigError on %s: %s", f.name, c.content, c.toolChoice, err, c.field, c.msg)
+			}
+		}
 	}
 }
