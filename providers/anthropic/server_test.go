@@ -1,11 +1,12 @@
 package anthropic
 
 import (
-	"bytes"
+	"errors"
 	"reflect"
 	"testing"
 
 	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/providers/internal/codectest"
 	"github.com/chorusrt/chorus/providers/internal/wire"
 )
 
@@ -87,17 +88,9 @@ func TestServerEncodingsParseBack(t *testing.T) {
 	}
 	frames = s.End(frames, nil)
 	d := Codec{}.NewStreamDecoder()
-	done := false
-	for _, blk := range bytes.Split(frames, []byte("\n\n")) {
-		lines := bytes.SplitN(blk, []byte("\n"), 2)
-		if len(lines) != 2 {
-			continue
-		}
-		name := bytes.TrimPrefix(lines[0], []byte("event: "))
-		data := bytes.TrimPrefix(lines[1], []byte("data: "))
-		if done, err = d.Feed(name, data, func(llm.Event) bool { return true }); err != nil {
-			t.Fatal(err)
-		}
+	_, done, err := codectest.Replay(t, d, frames)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if !done || !d.Complete() {
 		t.Fatal("the stream did not end with message_stop")
@@ -109,7 +102,8 @@ func TestServerEncodingsParseBack(t *testing.T) {
 		t.Fatalf("stream: got %+v\nwant %+v", got, want)
 	}
 	errFrame := s.Error(nil, 529, "busy")
-	if _, err := (Codec{}).NewStreamDecoder().Feed([]byte("error"), bytes.TrimSpace(bytes.TrimPrefix(errFrame, []byte("event: error\ndata: "))), func(llm.Event) bool { return true }); err == nil {
-		t.Fatalf("the in-band error %q decodes as no error", errFrame)
+	var api *llm.APIError
+	if _, _, err := codectest.Replay(t, Codec{}.NewStreamDecoder(), errFrame); !errors.As(err, &api) {
+		t.Fatalf("the in-band error %q decodes as %v, want an API error", errFrame, err)
 	}
 }

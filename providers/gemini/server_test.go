@@ -1,11 +1,12 @@
 package gemini
 
 import (
-	"bytes"
+	"errors"
 	"reflect"
 	"testing"
 
 	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/providers/internal/codectest"
 	"github.com/chorusrt/chorus/providers/internal/wire"
 )
 
@@ -67,12 +68,8 @@ func TestServerEncodingsParseBack(t *testing.T) {
 	}
 	frames = s.End(frames, nil)
 	d := Codec{}.NewStreamDecoder()
-	for _, blk := range bytes.Split(frames, []byte("\r\n\r\n")) {
-		if data, ok := bytes.CutPrefix(blk, []byte("data: ")); ok {
-			if _, err := d.Feed(nil, data, func(llm.Event) bool { return true }); err != nil {
-				t.Fatal(err)
-			}
-		}
+	if _, _, err := codectest.Replay(t, d, frames); err != nil {
+		t.Fatal(err)
 	}
 	if !d.Complete() {
 		t.Fatal("the stream did not complete")
@@ -80,8 +77,9 @@ func TestServerEncodingsParseBack(t *testing.T) {
 	if got := d.Result(); !reflect.DeepEqual(got, res) {
 		t.Fatalf("stream: got %+v\nwant %+v", got, res)
 	}
-	errFrame := bytes.TrimPrefix(bytes.TrimSpace(s.Error(nil, 429, "slow")), []byte("data: "))
-	if _, err := (Codec{}).NewStreamDecoder().Feed(nil, errFrame, func(llm.Event) bool { return true }); err == nil {
-		t.Fatalf("the in-band error %s decodes as no error", errFrame)
+	errFrame := s.Error(nil, 429, "slow")
+	var api *llm.APIError
+	if _, _, err := codectest.Replay(t, Codec{}.NewStreamDecoder(), errFrame); !errors.As(err, &api) {
+		t.Fatalf("the in-band error %q decodes as %v, want an API error", errFrame, err)
 	}
 }

@@ -1,13 +1,13 @@
 package openai
 
 import (
-	"bytes"
 	"errors"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/providers/internal/codectest"
 	"github.com/chorusrt/chorus/providers/internal/wire"
 )
 
@@ -91,15 +91,9 @@ func TestServerEncodingsParseBack(t *testing.T) {
 	}
 	frames = s.End(frames, nil)
 	d := Codec{}.NewStreamDecoder()
-	done := false
-	for _, block := range bytes.Split(frames, []byte("\n\n")) {
-		data, ok := bytes.CutPrefix(block, []byte("data: "))
-		if !ok {
-			continue
-		}
-		if done, err = d.Feed(nil, data, func(llm.Event) bool { return true }); err != nil {
-			t.Fatal(err)
-		}
+	_, done, err := codectest.Replay(t, d, frames)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if !done || !d.Complete() {
 		t.Fatal("the stream did not end with its completion signal")
@@ -108,9 +102,10 @@ func TestServerEncodingsParseBack(t *testing.T) {
 		t.Fatalf("stream: got %+v\nwant %+v", got, res)
 	}
 
-	errFrame := string(s.Error(nil, 429, "slow down"))
-	if _, err := (Codec{}).NewStreamDecoder().Feed(nil, []byte(strings.TrimSpace(strings.TrimPrefix(errFrame, "data: "))), func(llm.Event) bool { return true }); err == nil {
-		t.Fatalf("the in-band error %q decodes as no error", errFrame)
+	errFrame := s.Error(nil, 429, "slow down")
+	var api *llm.APIError
+	if _, _, err := codectest.Replay(t, Codec{}.NewStreamDecoder(), errFrame); !errors.As(err, &api) {
+		t.Fatalf("the in-band error %q decodes as %v, want an API error", errFrame, err)
 	}
 }
 

@@ -12,4 +12,8 @@
 // the result's size, is bounded by the input's size. Which fixtures seed a
 // target, and how a streamed body is split into events when it is not SSE,
 // stay in each codec package.
+//
+// Replay feeds a whole SSE body to a stream decoder and returns what it
+// emitted: the server-side round-trip tests of the three packages decode
+// what their server encoders wrote with it.
 package codectest
