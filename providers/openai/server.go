@@ -394,9 +394,43 @@ type ServerStream struct {
 	created      int64
 	includeUsage bool
 	started      bool
-	usage        *llm.Usage
-	finish       llm.FinishReason
+	held         heldEnd
 	buf          []byte
+}
+
+// heldEnd is what a stream encoder (Chat Completions or Responses) holds
+// back for its end: the usage and finish events, sent at the end on both.
+type heldEnd struct {
+	usage  llm.Usage
+	finish llm.FinishReason
+}
+
+// hold keeps a usage or finish event; others are not its business.
+func (h *heldEnd) hold(ev *llm.Event) {
+	switch ev.Type {
+	case llm.EventUsage:
+		if ev.Usage != nil {
+			h.usage = *ev.Usage
+		}
+	case llm.EventFinish:
+		h.finish = ev.Finish
+	}
+}
+
+// final is the finish reason and usage to end with: the events' finish
+// unless there was none, then res's; res's usage when it has any, else the
+// events' (zero when neither). res may be nil.
+func (h *heldEnd) final(res *llm.ChatResult) (llm.FinishReason, llm.Usage) {
+	fin, usage := h.finish, h.usage
+	if res != nil {
+		if fin == llm.FinishUnknown {
+			fin = res.FinishReason
+		}
+		if !res.Usage.IsZero() {
+			usage = res.Usage
+		}
+	}
+	return fin, usage
 }
 
 // NewServerStream returns the encoder of one streamed answer. id is the
@@ -462,13 +496,8 @@ func (s *ServerStream) Event(dst []byte, ev *llm.Event) []byte {
 		td.Function.Arguments = ev.Text
 		d.ToolCalls = []serverToolDelta{td}
 		return s.chunk(dst, d, nil, nil, false)
-	case llm.EventUsage:
-		if ev.Usage != nil {
-			u := *ev.Usage
-			s.usage = &u
-		}
-	case llm.EventFinish:
-		s.finish = ev.Finish
+	case llm.EventUsage, llm.EventFinish:
+		s.held.hold(ev)
 	}
 	return dst
 }
@@ -478,23 +507,11 @@ func (s *ServerStream) Event(dst []byte, ev *llm.Event) []byte {
 // it, and data: [DONE]. res, when not nil, supplies usage and finish
 // reason the events did not carry.
 func (s *ServerStream) End(dst []byte, res *llm.ChatResult) []byte {
-	fin, usage := s.finish, s.usage
-	if res != nil {
-		if fin == llm.FinishUnknown {
-			fin = res.FinishReason
-		}
-		if !res.Usage.IsZero() {
-			u := res.Usage
-			usage = &u
-		}
-	}
+	fin, usage := s.held.final(res)
 	f := finishString(fin)
 	dst = s.chunk(dst, s.delta(), &f, nil, false)
 	if s.includeUsage {
-		if usage == nil {
-			usage = &llm.Usage{}
-		}
-		dst = s.chunk(dst, nil, nil, usageOf(*usage), true)
+		dst = s.chunk(dst, nil, nil, usageOf(usage), true)
 	}
 	return append(dst, "data: [DONE]\n\n"...)
 }

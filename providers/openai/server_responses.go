@@ -550,8 +550,7 @@ type ServerResponsesStream struct {
 	cur           *rsItem
 	calls         map[int]*rsItem // by ToolIndex
 	callOrder     []*rsItem
-	usage         *llm.Usage
-	finish        llm.FinishReason
+	held          heldEnd
 	refused       bool
 	reasoningSeen int
 }
@@ -754,13 +753,8 @@ func (s *ServerResponsesStream) Event(dst []byte, ev *llm.Event) []byte {
 		}
 		it.text.WriteString(ev.Text)
 		return s.emit(dst, &rsEvent{Type: "response.function_call_arguments.delta", ItemID: it.id, OutputIndex: intp(it.index), Delta: strp(ev.Text)})
-	case llm.EventUsage:
-		if ev.Usage != nil {
-			u := *ev.Usage
-			s.usage = &u
-		}
-	case llm.EventFinish:
-		s.finish = ev.Finish
+	case llm.EventUsage, llm.EventFinish:
+		s.held.hold(ev)
 	}
 	return dst
 }
@@ -784,15 +778,8 @@ func (s *ServerResponsesStream) End(dst []byte, res *llm.ChatResult) []byte {
 		s.output[it.index] = done
 		dst = s.emit(dst, &rsEvent{Type: "response.output_item.done", OutputIndex: intp(it.index), Item: done})
 	}
-	fin, usage := s.finish, s.usage
+	fin, usage := s.held.final(res)
 	if res != nil {
-		if fin == llm.FinishUnknown {
-			fin = res.FinishReason
-		}
-		if !res.Usage.IsZero() {
-			u := res.Usage
-			usage = &u
-		}
 		// Encrypted reasoning arrives whole with its item: the final
 		// response carries it on the reasoning items, in order.
 		r := 0
@@ -811,12 +798,9 @@ func (s *ServerResponsesStream) End(dst []byte, res *llm.ChatResult) []byte {
 			}
 		}
 	}
-	if usage == nil {
-		usage = &llm.Usage{}
-	}
 	status, inc := finishStatus(fin, s.refused)
 	o := s.sr.object(s.id, s.model, s.created, status, s.output)
-	o.IncompleteDetails, o.Usage = inc, responsesUsageOf(*usage)
+	o.IncompleteDetails, o.Usage = inc, responsesUsageOf(usage)
 	typ := "response.completed"
 	if status == "incomplete" {
 		typ = "response.incomplete"

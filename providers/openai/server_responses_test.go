@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/providers/internal/codectest"
 	"github.com/chorusrt/chorus/providers/internal/wire"
 )
 
@@ -181,5 +182,55 @@ func TestServerResponsesStreamRoundTrip(t *testing.T) {
 	var api *llm.APIError
 	if !errors.As(err, &api) {
 		t.Fatalf("decoder: %v, want an API error", err)
+	}
+}
+
+// Both stream encoders end the same way (heldEnd): the finish event's
+// reason unless there was none, then the result's; the result's usage when
+// it has any, else the usage event's, else zero. Checked through the client
+// codecs.
+func TestServerStreamsEndWithHeldFinishAndUsage(t *testing.T) {
+	u1 := llm.Usage{PromptTokens: 3, CompletionTokens: 4}
+	u2 := llm.Usage{PromptTokens: 5, CompletionTokens: 6}
+	sr, err := DecodeServerResponses([]byte(`{"model":"m","input":"hi","stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name       string
+		events     []llm.Event
+		res        *llm.ChatResult
+		wantFinish llm.FinishReason
+		wantUsage  llm.Usage
+	}{
+		{"event finish, result usage", []llm.Event{{Type: llm.EventFinish, Finish: llm.FinishLength}, {Type: llm.EventUsage, Usage: &u1}},
+			&llm.ChatResult{FinishReason: llm.FinishStop, Usage: u2}, llm.FinishLength, u2},
+		{"result finish, event usage", []llm.Event{{Type: llm.EventUsage, Usage: &u1}},
+			&llm.ChatResult{FinishReason: llm.FinishLength}, llm.FinishLength, u1},
+		{"events only", []llm.Event{{Type: llm.EventUsage, Usage: &u1}, {Type: llm.EventFinish, Finish: llm.FinishLength}}, nil, llm.FinishLength, u1},
+		{"nothing", nil, nil, llm.FinishStop, llm.Usage{}},
+	} {
+		evs := append([]llm.Event{{Type: llm.EventText, Text: "hi"}}, c.events...)
+		chat := NewServerStream("chatcmpl-1", "m", 1, true)
+		resp := sr.NewServerResponsesStream("resp_1", "m", 1)
+		var chatBody, respBody []byte
+		for i := range evs {
+			chatBody = chat.Event(chatBody, &evs[i])
+			respBody = resp.Event(respBody, &evs[i])
+		}
+		chatBody = chat.End(chatBody, c.res)
+		respBody = resp.End(respBody, c.res)
+		for _, f := range []struct {
+			name string
+			dec  wire.StreamDecoder
+			body []byte
+		}{{"chat", Codec{}.NewStreamDecoder(), chatBody}, {"responses", ResponsesCodec{}.NewStreamDecoder(), respBody}} {
+			if _, _, err := codectest.Replay(t, f.dec, f.body); err != nil {
+				t.Fatalf("%s %s: %v", c.name, f.name, err)
+			}
+			if got := f.dec.Result(); got.FinishReason != c.wantFinish || got.Usage != c.wantUsage {
+				t.Errorf("%s %s: finish %q usage %+v, want %q %+v\n%s", c.name, f.name, got.FinishReason, got.Usage, c.wantFinish, c.wantUsage, f.body)
+			}
+		}
 	}
 }
