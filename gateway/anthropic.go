@@ -65,6 +65,5 @@ func (h *Handler) anthropicCountTokens(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, f, errorFor(err))
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(anthropic.EncodeServerCountTokens(res.InputTokens))
+	h.writeJSON(w, anthropic.EncodeServerCountTokens(res.InputTokens))
 }

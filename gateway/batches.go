@@ -252,16 +252,7 @@ func (h *Handler) listBatches(w http.ResponseWriter, r *http.Request) {
 	if more {
 		all = all[:limit]
 	}
-	first, last := "", ""
-	if len(all) > 0 {
-		first, last = all[0].ID, all[len(all)-1].ID
-	}
-	out, err := openai.EncodeServerList(all, first, last, more)
-	if err != nil {
-		h.fail(w, formatOpenAI, errorFor(err))
-		return
-	}
-	h.writeJSON(w, out)
+	writeList(h, w, all, func(b *openai.ServerBatch) string { return b.ID }, more)
 }
 
 func compareStrings(a, b string) int {

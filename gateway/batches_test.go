@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"github.com/chorusrt/chorus/batch"
 	"mime/multipart"
 	"net/http"
@@ -295,4 +296,50 @@ func TestBatchesPublishProgress(t *testing.T) {
 	if p := jobs[0]; p.Name != created.ID || p.Total != 2 || p.Succeeded != 1 || p.Failed != 1 || p.Finished.IsZero() {
 		t.Fatalf("progress %+v, want the batch's 2 lines (1 succeeded, 1 failed), finished", p)
 	}
+}
+
+// TestListPages: GET /v1/files and GET /v1/batches answer OpenAI list pages
+// (writeList): JSON, first_id and last_id the page's first and last items,
+// has_more when a limit cut it, null ids on an empty page.
+func TestListPages(t *testing.T) {
+	f := newFixture(t, batchKeys())
+	const auth = "Bearer gk-batcher"
+	type page struct {
+		Object  string                `json:"object"`
+		Data    []struct{ ID string } `json:"data"`
+		FirstID *string               `json:"first_id"`
+		LastID  *string               `json:"last_id"`
+		HasMore bool                  `json:"has_more"`
+	}
+	check := func(name string, a answer, n int, more bool) page {
+		t.Helper()
+		var p page
+		decode(t, a.body, &p)
+		if a.status != 200 || a.header.Get("Content-Type") != "application/json" || p.Object != "list" || len(p.Data) != n || p.HasMore != more {
+			t.Fatalf("%s: %d %v %s", name, a.status, a.header, a.body)
+		}
+		if n == 0 && (p.FirstID != nil || p.LastID != nil) || n > 0 && (p.FirstID == nil || p.LastID == nil || *p.FirstID != p.Data[0].ID || *p.LastID != p.Data[n-1].ID) {
+			t.Fatalf("%s: first/last ids of %s", name, a.body)
+		}
+		return p
+	}
+	check("no files", f.do(t, "GET", "/v1/files", "", "Authorization", auth), 0, false)
+	check("no batches", f.do(t, "GET", "/v1/batches", "", "Authorization", auth), 0, false)
+	input := `{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"openai/gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}}` + "\n"
+	var ids []string
+	for i := range 2 {
+		var file struct{ ID string }
+		decode(t, f.upload(t, "gk-batcher", "batch", fmt.Sprintf("in%d.jsonl", i), []byte(input)).body, &file)
+		var b batchObj
+		decode(t, f.do(t, "POST", "/v1/batches", `{"input_file_id":"`+file.ID+`","endpoint":"/v1/chat/completions","completion_window":"24h"}`, "Authorization", auth).body, &b)
+		ids = append(ids, b.ID)
+	}
+	for _, id := range ids {
+		f.waitBatch(t, "gk-batcher", id)
+	}
+	check("files", f.do(t, "GET", "/v1/files", "", "Authorization", auth), 4, false) // two inputs, two outputs
+	check("batches", f.do(t, "GET", "/v1/batches", "", "Authorization", auth), 2, false)
+	p := check("first batch", f.do(t, "GET", "/v1/batches?limit=1", "", "Authorization", auth), 1, true)
+	check("rest", f.do(t, "GET", "/v1/batches?limit=1&after="+p.Data[0].ID, "", "Authorization", auth), 1, false)
+	check("another key's files", f.do(t, "GET", "/v1/files", "", "Authorization", "Bearer gk-other"), 0, false)
 }

@@ -205,11 +205,6 @@ func ownerOf(ks *keyState) string {
 	return ks.key.Name
 }
 
-func (h *Handler) writeJSON(w http.ResponseWriter, b []byte) {
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(b)
-}
-
 // uploadFile serves POST /v1/files: a multipart form with the file and
 // purpose=batch, in either order. The file is streamed to disk, at most
 // Options.MaxFileBytes.
@@ -392,14 +387,5 @@ func (h *Handler) listFiles(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	files := h.files.list(ownerOf(ks), r.URL.Query().Get("purpose"))
-	first, last := "", ""
-	if len(files) > 0 {
-		first, last = files[0].ID, files[len(files)-1].ID
-	}
-	b, err := openai.EncodeServerList(files, first, last, false)
-	if err != nil {
-		h.fail(w, formatOpenAI, errorFor(err))
-		return
-	}
-	h.writeJSON(w, b)
+	writeList(h, w, files, func(f *openai.ServerFile) string { return f.ID }, false)
 }

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/chorusrt/chorus/batch"
+	"github.com/chorusrt/chorus/providers/openai"
 	"github.com/chorusrt/chorus/runtime"
 	"github.com/chorusrt/chorus/telemetry"
 )
@@ -249,6 +250,28 @@ func (h *Handler) authenticate(r *http.Request) (*keyState, *Error) {
 		}
 	}
 	return nil, &Error{Status: http.StatusUnauthorized, Message: "invalid gateway key"}
+}
+
+// writeJSON writes a JSON answer with status 200.
+func (h *Handler) writeJSON(w http.ResponseWriter, b []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b)
+}
+
+// writeList writes a page of an OpenAI list (GET /v1/files, GET
+// /v1/batches): its items, the ids of its first and last (id reads one),
+// and whether more follow.
+func writeList[T any](h *Handler, w http.ResponseWriter, page []T, id func(*T) string, more bool) {
+	first, last := "", ""
+	if len(page) > 0 {
+		first, last = id(&page[0]), id(&page[len(page)-1])
+	}
+	out, err := openai.EncodeServerList(page, first, last, more)
+	if err != nil {
+		h.fail(w, formatOpenAI, errorFor(err))
+		return
+	}
+	h.writeJSON(w, out)
 }
 
 // readBody reads a capped request body.

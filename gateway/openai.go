@@ -125,8 +125,7 @@ func (h *Handler) openAIEmbeddings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	chorusHeaders(w.Header(), rep, &res.Meta)
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(out)
+	h.writeJSON(w, out)
 }
 
 // openAIModels lists the aliases, then every provider's models as
@@ -175,6 +174,5 @@ func (h *Handler) openAIModels(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, f, errorFor(err))
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(b)
+	h.writeJSON(w, b)
 }
