@@ -109,20 +109,12 @@ func TestSlowClientSlowsOnlyItsOwnStream(t *testing.T) {
 	up := newDeltaUpstream(t)
 	upTr := smallBufferTransport()
 	defer upTr.CloseIdleConnections()
-	rt, err := runtime.New(
+	_, h, closeHandler := newHandler(t, gateway.Options{},
 		runtime.WithProvider(providers.Config{ID: "openai", Format: providers.FormatOpenAI, BaseURL: up.srv.URL + "/v1", APIKey: providerKey}),
 		runtime.WithClientOptions(providers.WithHTTPClient(&http.Client{Transport: upTr}), providers.WithRetryPolicy(providers.RetryPolicy{MaxAttempts: 1}),
 			providers.WithTimeout(3*time.Minute), providers.WithIdleTimeout(2*time.Minute)),
 	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close(context.Background())
-	h, err := gateway.New(rt, gateway.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close(context.Background())
+	defer closeHandler()
 	gw := httptest.NewUnstartedServer(h)
 	gw.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context { smallBuffers(c); return ctx }
 	gw.Start()

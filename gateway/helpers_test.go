@@ -46,14 +46,7 @@ func newFixture(t *testing.T, opts gateway.Options, rtOpts ...runtime.Option) *f
 		runtime.WithClientOptions(providers.WithRetryPolicy(fast), providers.WithTimeout(3*time.Minute), providers.WithIdleTimeout(2*time.Minute)),
 		runtime.WithAlias("fast", "openai/gpt-4.1-mini", "anthropic/claude-haiku-4-5"),
 	}
-	rt, err := runtime.New(append(base, rtOpts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := gateway.New(rt, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rt, h, closeHandler := newHandler(t, opts, append(base, rtOpts...)...)
 	fx := &fixture{up: up, rt: rt, h: h}
 	fx.cur.Store(h)
 	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fx.cur.Load().ServeHTTP(w, r) }))
@@ -61,13 +54,33 @@ func newFixture(t *testing.T, opts gateway.Options, rtOpts ...runtime.Option) *f
 	t.Cleanup(func() {
 		gw.CloseClientConnections()
 		gw.Close()
+		closeHandler()
+		up.Close()
+	})
+	return fx
+}
+
+// newHandler is a gateway handler with opts over a new runtime of rtOpts.
+// closeHandler closes the handler (an error fails the test), then the
+// runtime: a test defers it, or calls it from its cleanup after closing
+// the server in front.
+func newHandler(t *testing.T, opts gateway.Options, rtOpts ...runtime.Option) (rt *runtime.Runtime, h *gateway.Handler, closeHandler func()) {
+	t.Helper()
+	rt, err := runtime.New(rtOpts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err = gateway.New(rt, opts)
+	if err != nil {
+		rt.Close(context.Background())
+		t.Fatal(err)
+	}
+	return rt, h, func() {
 		if err := h.Close(context.Background()); err != nil {
 			t.Errorf("closing the handler: %v", err)
 		}
 		rt.Close(context.Background())
-		up.Close()
-	})
-	return fx
+	}
 }
 
 type answer struct {

@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"context"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -64,20 +63,12 @@ func nativeGateway(t *testing.T, run time.Duration) *fixture {
 		clients[id] = c
 		opts = append(opts, runtime.WithProvider(cfg))
 	}
-	rt, err := runtime.New(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := gateway.New(rt, gateway.Options{BatchNative: &batch.Native{Clients: clients, Poll: 5 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rt, h, closeHandler := newHandler(t, gateway.Options{BatchNative: &batch.Native{Clients: clients, Poll: 5 * time.Millisecond}}, opts...)
 	gw := httptest.NewServer(h)
 	t.Cleanup(func() {
 		gw.CloseClientConnections()
 		gw.Close()
-		_ = h.Close(context.Background())
-		rt.Close(context.Background())
+		closeHandler()
 		up.Close()
 	})
 	return &fixture{up: up, rt: rt, h: h, gw: gw, url: gw.URL}

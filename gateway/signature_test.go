@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -111,19 +110,11 @@ func throughGateway(t *testing.T, ex rec.Exchange) ([]thinkingBlock, string) {
 	t.Helper()
 	srv := rec.NewServer([]rec.Exchange{ex})
 	defer srv.Close()
-	rt, err := runtime.New(
+	_, h, closeHandler := newHandler(t, gateway.Options{},
 		runtime.WithProvider(providers.Config{ID: "anthropic", Format: providers.FormatAnthropic, BaseURL: srv.URL, APIKey: providerKey}),
 		runtime.WithClientOptions(providers.WithRetryPolicy(providers.RetryPolicy{MaxAttempts: 1}), providers.WithTimeout(time.Minute)),
 	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close(context.Background())
-	h, err := gateway.New(rt, gateway.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close(context.Background())
+	defer closeHandler()
 	gw := httptest.NewServer(h)
 	defer gw.Close()
 	body := `{"model":"anthropic/claude-sonnet-4-5","max_tokens":2048,"stream":true,"thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"user","content":"think"}]}`
