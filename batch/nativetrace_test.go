@@ -7,24 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/chorusrt/chorus/llmtest"
 	"github.com/chorusrt/chorus/telemetry"
 )
-
-func spanAttrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
-	a := map[attribute.Key]attribute.Value{}
-	for _, kv := range s.Attributes() {
-		a[kv.Key] = kv.Value
-	}
-	return a
-}
 
 // TestNativeBatchTelemetry: each provider batch is a CLIENT span under the
 // job's span, with its provider, batch id, line count, final state and
@@ -37,27 +26,21 @@ func spanAttrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
 func TestNativeBatchTelemetry(t *testing.T) {
 	srv := llmtest.NewServer(llmtest.WithBatchAPI(llmtest.BatchAPIOptions{Run: 30 * time.Millisecond, Result: outcomes}))
 	defer srv.Close()
-	rec := tracetest.NewSpanRecorder()
-	reader := sdkmetric.NewManualReader()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	defer tp.Shutdown(context.Background())
-	defer mp.Shutdown(context.Background())
-	tel := telemetry.New(telemetry.WithTracerProvider(tp), telemetry.WithMeterProvider(mp))
+	rec := newRecording(t)
 
 	out, err := OpenOutput(filepath.Join(t.TempDir(), "out.jsonl"), Create)
 	if err != nil {
 		t.Fatal(err)
 	}
 	native := &Native{Clients: nativeClients(t, srv), Poll: 5 * time.Millisecond}
-	if _, _, err := runJob(t, context.Background(), Job{Input: strings.NewReader(nativeInput()), Output: out, Runner: &fakeRunner{}, Native: native, Telemetry: tel}); err != nil {
+	if _, _, err := runJob(t, context.Background(), Job{Input: strings.NewReader(nativeInput()), Output: out, Runner: &fakeRunner{}, Native: native, Telemetry: rec.tel}); err != nil {
 		t.Fatal(err)
 	}
 
 	var job sdktrace.ReadOnlySpan
 	batches := map[trace.SpanID]sdktrace.ReadOnlySpan{}
 	lines := map[string]sdktrace.ReadOnlySpan{}
-	for _, s := range rec.Ended() {
+	for _, s := range rec.spans.Ended() {
 		switch s.Name() {
 		case SpanJob:
 			job = s
@@ -136,27 +119,13 @@ func TestNativeBatchTelemetry(t *testing.T) {
 		t.Error("the live line has no span, or one marked native")
 	}
 
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	outcomesSeen := map[string]int64{}
+	ms := rec.metrics(t)
+	outcomesSeen := sumBy(ms[telemetry.MetricBatchLines], "chorus.outcome")
 	var polled bool
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			switch m.Name {
-			case telemetry.MetricBatchLines:
-				for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
-					o, _ := p.Attributes.Value("chorus.outcome")
-					outcomesSeen[o.AsString()] += p.Value
-				}
-			case telemetry.MetricNativeRequests:
-				for _, p := range m.Data.(metricdata.Gauge[int64]).DataPoints {
-					st, _ := p.Attributes.Value("chorus.batch.state")
-					polled = polled || st.AsString() == "total" && p.Value > 0
-				}
-			}
-		}
+	gauge, _ := ms[telemetry.MetricNativeRequests].(metricdata.Gauge[int64])
+	for _, p := range gauge.DataPoints {
+		st, _ := p.Attributes.Value("chorus.batch.state")
+		polled = polled || st.AsString() == "total" && p.Value > 0
 	}
 	if outcomesSeen["succeeded"] != 6 || outcomesSeen["failed"] != 3 || outcomesSeen["not_run"] != 2 {
 		t.Errorf("chorus.batch.lines %v, want 6 succeeded (5 native, 1 live), 3 failed, 2 not run", outcomesSeen)

@@ -32,36 +32,83 @@ func (s *spanRunner) Chat(ctx context.Context, req *llm.ChatRequest) (*llm.ChatR
 	return s.fakeRunner.Chat(ctx, req)
 }
 
+// recording is a Telemetry whose spans and metrics a test reads.
+type recording struct {
+	tel    *telemetry.Telemetry
+	spans  *tracetest.SpanRecorder
+	reader *sdkmetric.ManualReader
+}
+
+// newRecording records every span and metric of its Telemetry until the
+// test ends.
+func newRecording(t *testing.T) *recording {
+	r := &recording{spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(r.spans))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r.reader))
+	t.Cleanup(func() {
+		_ = mp.Shutdown(context.Background())
+		_ = tp.Shutdown(context.Background())
+	})
+	r.tel = telemetry.New(telemetry.WithTracerProvider(tp), telemetry.WithMeterProvider(mp))
+	return r
+}
+
+// metrics collects the metrics recorded so far, by name.
+func (r *recording) metrics(t *testing.T) map[string]metricdata.Aggregation {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]metricdata.Aggregation{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			out[m.Name] = m.Data
+		}
+	}
+	return out
+}
+
+// sumBy adds up an int64 counter's points by the value of attribute key
+// (empty when agg is not one).
+func sumBy(agg metricdata.Aggregation, key attribute.Key) map[string]int64 {
+	out := map[string]int64{}
+	sum, _ := agg.(metricdata.Sum[int64])
+	for _, p := range sum.DataPoints {
+		v, _ := p.Attributes.Value(key)
+		out[v.AsString()] += p.Value
+	}
+	return out
+}
+
+func spanAttrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
+	a := map[attribute.Key]attribute.Value{}
+	for _, kv := range s.Attributes() {
+		a[kv.Key] = kv.Value
+	}
+	return a
+}
+
 // TestBatchTelemetry: a job is one span with its counts; each live line is
 // a span of its own trace, linked to the job's, carrying its custom_id,
 // the parent of whatever the Runner does for it; a failed line has
 // error.type; chorus.batch.lines counts lines by outcome.
 func TestBatchTelemetry(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	reader := sdkmetric.NewManualReader()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	defer tp.Shutdown(context.Background())
-	defer mp.Shutdown(context.Background())
-	tel := telemetry.New(telemetry.WithTracerProvider(tp), telemetry.WithMeterProvider(mp))
-
+	rec := newRecording(t)
 	in := strings.Join([]string{chatLine("a", "p/m", "one"), chatLine("b", "p/m", "two"), chatLine("c", "p/m", "three fail")}, "\n")
 	out, err := OpenOutput(filepath.Join(t.TempDir(), "out.jsonl"), Create)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &spanRunner{under: map[string]trace.SpanContext{}}
-	rep, _, err := runJob(t, context.Background(), Job{Input: strings.NewReader(in), InputName: "in.jsonl", Output: out, Runner: r, Telemetry: tel})
+	rep, _, err := runJob(t, context.Background(), Job{Input: strings.NewReader(in), InputName: "in.jsonl", Output: out, Runner: r, Telemetry: rec.tel})
 	if err != nil || rep.Written != 3 {
 		t.Fatalf("%+v %v", rep, err)
 	}
 	var job sdktrace.ReadOnlySpan
 	lines := map[string]sdktrace.ReadOnlySpan{}
-	for _, s := range rec.Ended() {
-		a := map[attribute.Key]attribute.Value{}
-		for _, kv := range s.Attributes() {
-			a[kv.Key] = kv.Value
-		}
+	for _, s := range rec.spans.Ended() {
+		a := spanAttrs(s)
 		switch s.Name() {
 		case SpanJob:
 			job = s
@@ -99,21 +146,7 @@ func TestBatchTelemetry(t *testing.T) {
 			t.Errorf("line %s error.type %q", id, et)
 		}
 	}
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name == telemetry.MetricBatchLines {
-				for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
-					o, _ := p.Attributes.Value("chorus.outcome")
-					got[o.AsString()] += p.Value
-				}
-			}
-		}
-	}
+	got := sumBy(rec.metrics(t)[telemetry.MetricBatchLines], "chorus.outcome")
 	if got["succeeded"] != 2 || got["failed"] != 1 {
 		t.Fatalf("batch lines metric %v", got)
 	}
