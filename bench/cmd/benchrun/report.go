@@ -791,9 +791,18 @@ func (r *runner) gwTargets(b *strings.Builder) {
 	}
 	k := fmt.Sprintf("%d", top)
 	errs := v["gw_"+k+"_errors"] + v["inproc_"+k+"_errors"]
-	verd := verdict(errs == 0)
+	achieved := v["gw_"+k+"_achieved_rps"]
+	reached := achieved >= 0.95*float64(top)
+	verd := verdict(errs == 0 && reached)
+	var why []string
 	if errs > 0 {
-		verd += fmt.Sprintf(": %.0f errors", errs)
+		why = append(why, fmt.Sprintf("%.0f errors", errs))
+	}
+	if !reached {
+		why = append(why, fmt.Sprintf("the load generator reached %.0f req/s, not %d (this machine could not offer the rate)", achieved, top))
+	}
+	if len(why) > 0 {
+		verd += ": " + strings.Join(why, ", ")
 	}
 	fmt.Fprintf(b, "| gateway at %s req/s (open loop, small buffered chat requests): no error | %.0f errors of %.0f requests; %.0f req/s achieved | %s |\n", si(float64(top)), errs, v["gw_"+k+"_requests"], v["gw_"+k+"_achieved_rps"], verd)
 	added := v["added_"+k+"_p50_us"]
