@@ -66,12 +66,18 @@ func openStreams(t testing.TB, n int) (heapPer, goroutinesPer float64, closeAll 
 		streams[i] = s
 	}
 	// Every stream gets its first delta, so each holds its body reader.
-	for len(pt.writers) < n {
+	var ws []*io.PipeWriter
+	for {
+		pt.mu.Lock()
+		if len(pt.writers) >= n {
+			ws = append(ws, pt.writers...)
+		}
+		pt.mu.Unlock()
+		if ws != nil {
+			break
+		}
 		time.Sleep(time.Millisecond)
 	}
-	pt.mu.Lock()
-	ws := append([]*io.PipeWriter(nil), pt.writers...)
-	pt.mu.Unlock()
 	for _, w := range ws {
 		if _, err := io.WriteString(w, pipeChunk); err != nil {
 			t.Fatal(err)
