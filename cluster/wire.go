@@ -87,29 +87,109 @@ func fromRef(r *clusterpb.Ref) *actor.PID {
 
 // ---- events ----
 
-func toDelta(ev *llm.Event, d *clusterpb.Delta) {
-	d.Type = int32(ev.Type)
-	d.Text = ev.Text
-	d.ToolIndex = int32(ev.ToolIndex)
-	d.ToolCallId = ev.ToolCallID
-	d.ToolName = ev.ToolName
-	d.Signature = ev.Signature
-	d.Finish = string(ev.Finish)
-	if ev.Usage != nil {
-		d.Usage = toUsage(ev.Usage)
+// toDeltas packs evs into b's event columns (see DeltaBatch in
+// chorus_cluster.proto): a batch costs a few allocations whatever its
+// length, on both sides.
+func toDeltas(evs []llm.Event, b *clusterpb.DeltaBatch) {
+	size, tools, extras := 0, false, 0
+	for i := range evs {
+		ev := &evs[i]
+		size += len(ev.Text)
+		tools = tools || ev.ToolIndex != 0
+		if hasExtra(ev) {
+			extras++
+		}
+	}
+	b.Types = make([]int32, len(evs))
+	b.TextLens = make([]uint32, len(evs))
+	b.Texts = make([]byte, 0, size)
+	if tools {
+		b.ToolIndexes = make([]int32, len(evs))
+	}
+	if extras > 0 {
+		b.Extras = make([]*clusterpb.DeltaExtra, 0, extras)
+	}
+	for i := range evs {
+		ev := &evs[i]
+		b.Types[i] = int32(ev.Type)
+		b.TextLens[i] = uint32(len(ev.Text))
+		b.Texts = append(b.Texts, ev.Text...)
+		if tools {
+			b.ToolIndexes[i] = int32(ev.ToolIndex)
+		}
+		if hasExtra(ev) {
+			x := &clusterpb.DeltaExtra{At: uint32(i), ToolCallId: ev.ToolCallID, ToolName: ev.ToolName, Signature: ev.Signature, Finish: string(ev.Finish)}
+			if ev.Usage != nil {
+				x.Usage = toUsage(ev.Usage)
+			}
+			b.Extras = append(b.Extras, x)
+		}
 	}
 }
 
-func fromDelta(d *clusterpb.Delta) llm.Event {
-	ev := llm.Event{
-		Type: llm.EventType(d.Type), Text: d.Text, ToolIndex: int(d.ToolIndex), ToolCallID: d.ToolCallId,
-		ToolName: d.ToolName, Signature: d.Signature, Finish: llm.FinishReason(d.Finish),
+// hasExtra reports whether ev has a field beyond type, text and tool index.
+func hasExtra(ev *llm.Event) bool {
+	return ev.ToolCallID != "" || ev.ToolName != "" || ev.Signature != "" || ev.Usage != nil || ev.Finish != ""
+}
+
+// checkDeltas reports whether b's event columns are consistent, as a
+// *ProtocolError when they are not.
+func checkDeltas(b *clusterpb.DeltaBatch) error {
+	n := len(b.Types)
+	if len(b.TextLens) != n {
+		return &ProtocolError{Msg: "batch: text lengths do not match the events"}
 	}
-	if d.Usage != nil {
-		u := fromUsage(d.Usage)
-		ev.Usage = &u
+	if len(b.ToolIndexes) != 0 && len(b.ToolIndexes) != n {
+		return &ProtocolError{Msg: "batch: tool indexes do not match the events"}
 	}
-	return ev
+	size := uint64(0)
+	for _, l := range b.TextLens {
+		size += uint64(l)
+	}
+	if size != uint64(len(b.Texts)) {
+		return &ProtocolError{Msg: "batch: text lengths do not match the texts"}
+	}
+	next := uint64(0)
+	for _, x := range b.Extras {
+		if x == nil || uint64(x.At) < next || uint64(x.At) >= uint64(n) {
+			return &ProtocolError{Msg: "batch: extras out of order or out of range"}
+		}
+		next = uint64(x.At) + 1
+	}
+	return nil
+}
+
+// fromDeltas hands b's events to yield in order, until yield returns
+// false; it reports whether yield took them all. A batch whose columns are
+// inconsistent is a *ProtocolError before any event. The events' texts
+// share one string per batch.
+func fromDeltas(b *clusterpb.DeltaBatch, yield func(llm.Event) bool) (bool, error) {
+	if err := checkDeltas(b); err != nil {
+		return false, err
+	}
+	texts := string(b.Texts)
+	off, x := 0, 0
+	for i, t := range b.Types {
+		l := int(b.TextLens[i])
+		ev := llm.Event{Type: llm.EventType(t), Text: texts[off : off+l]}
+		off += l
+		if len(b.ToolIndexes) != 0 {
+			ev.ToolIndex = int(b.ToolIndexes[i])
+		}
+		if x < len(b.Extras) && int(b.Extras[x].At) == i {
+			e := b.Extras[x]
+			x++
+			ev.ToolCallID, ev.ToolName, ev.Signature, ev.Finish = e.ToolCallId, e.ToolName, e.Signature, llm.FinishReason(e.Finish)
+			if e.Usage != nil {
+				u := fromUsage(e.Usage)
+				ev.Usage = &u
+			}
+		}
+		if !yield(ev) {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 func toUsage(u *llm.Usage) *clusterpb.Usage {

@@ -6,6 +6,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/chorusrt/chorus/actors"
 	"github.com/chorusrt/chorus/cluster/clusterpb"
@@ -72,20 +75,138 @@ func actorish(x ast.Expr) bool {
 	return false
 }
 
-func TestDeltaRoundTrip(t *testing.T) {
+// roundTripBatch packs evs into a DeltaBatch, sends it through protobuf's
+// encoding and unpacks it.
+func roundTripBatch(t *testing.T, evs []llm.Event) []llm.Event {
+	t.Helper()
+	var b clusterpb.DeltaBatch
+	toDeltas(evs, &b)
+	raw, err := proto.Marshal(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got clusterpb.DeltaBatch
+	if err := proto.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	var out []llm.Event
+	all, err := fromDeltas(&got, func(ev llm.Event) bool { out = append(out, ev); return true })
+	if err != nil || !all {
+		t.Fatalf("fromDeltas: all %v, err %v", all, err)
+	}
+	return out
+}
+
+// A batch of events crosses a node packed column-wise and comes back
+// equal, every field of every event type.
+func TestDeltaBatchRoundTrip(t *testing.T) {
 	evs := []llm.Event{
 		{Type: llm.EventText, Text: "héllo"},
+		{Type: llm.EventText, Text: ""},
+		{Type: llm.EventReasoning, Signature: "thinking-sig"},
 		{Type: llm.EventToolCallStart, ToolIndex: 2, ToolCallID: "call_1", ToolName: "lookup", Signature: "sig"},
 		{Type: llm.EventToolCallDelta, ToolIndex: 2, Text: `{"a":`},
+		{Type: llm.EventToolCallDelta, ToolIndex: 2, Text: ""},
+		{Type: llm.EventToolCallStart, ToolIndex: 0, ToolCallID: "call_0", ToolName: "first"},
+		{Type: llm.EventText, Text: "日本語 and \x00 bytes"},
 		{Type: llm.EventUsage, Usage: &llm.Usage{PromptTokens: 10, CompletionTokens: 5, CacheReadTokens: 3, CacheWriteTokens: 1, ReasoningTokens: 2}},
 		{Type: llm.EventFinish, Finish: llm.FinishToolCalls},
 	}
+	if got := roundTripBatch(t, evs); !reflect.DeepEqual(got, evs) {
+		t.Errorf("round trip:\n got %+v\nwant %+v", got, evs)
+	}
+	// Each event alone: a batch of one.
 	for _, ev := range evs {
-		var d clusterpb.Delta
-		toDelta(&ev, &d)
-		if got := fromDelta(&d); !reflect.DeepEqual(got, ev) {
-			t.Errorf("round trip: got %+v, want %+v", got, ev)
+		if got := roundTripBatch(t, []llm.Event{ev}); !reflect.DeepEqual(got, []llm.Event{ev}) {
+			t.Errorf("batch of one: got %+v, want %+v", got, ev)
 		}
+	}
+	// Text-only events carry no tool indexes and no extras.
+	var b clusterpb.DeltaBatch
+	toDeltas([]llm.Event{{Type: llm.EventText, Text: "a"}, {Type: llm.EventText, Text: "bc"}}, &b)
+	if len(b.ToolIndexes) != 0 || len(b.Extras) != 0 || string(b.Texts) != "abc" || !reflect.DeepEqual(b.TextLens, []uint32{1, 2}) {
+		t.Errorf("text-only batch: %+v", &b)
+	}
+	// A batch of session items only has no event columns.
+	if got := roundTripBatch(t, nil); len(got) != 0 {
+		t.Errorf("empty batch: got %+v", got)
+	}
+}
+
+// Property: any sequence of events, of any fields, round-trips, and a
+// yield that stops stops the batch there.
+func TestDeltaBatchRoundTripProperty(t *testing.T) {
+	rng := rand.New(rand.NewPCG(20, 26))
+	words := []string{"", "a", "héllo", "{\"q\":", "日本", strings.Repeat("x", 300)}
+	pick := func() string { return words[rng.IntN(len(words))] }
+	for round := range 300 {
+		evs := make([]llm.Event, 1+rng.IntN(maxBatch))
+		for i := range evs {
+			ev := llm.Event{Type: llm.EventType(1 + rng.IntN(8)), Text: pick()}
+			if rng.IntN(3) == 0 {
+				ev.ToolIndex = rng.IntN(4)
+			}
+			if rng.IntN(4) == 0 {
+				ev.ToolCallID, ev.ToolName, ev.Signature = pick(), pick(), pick()
+			}
+			if rng.IntN(8) == 0 {
+				ev.Usage = &llm.Usage{PromptTokens: rng.IntN(1000), CompletionTokens: rng.IntN(1000), ReasoningTokens: rng.IntN(10)}
+			}
+			if rng.IntN(8) == 0 {
+				ev.Finish = []llm.FinishReason{llm.FinishStop, llm.FinishLength, llm.FinishToolCalls, ""}[rng.IntN(4)]
+			}
+			evs[i] = ev
+		}
+		if got := roundTripBatch(t, evs); !reflect.DeepEqual(got, evs) {
+			t.Fatalf("round %d: got %+v\nwant %+v", round, got, evs)
+		}
+		var b clusterpb.DeltaBatch
+		toDeltas(evs, &b)
+		stop := rng.IntN(len(evs))
+		var took []llm.Event
+		all, err := fromDeltas(&b, func(ev llm.Event) bool { took = append(took, ev); return len(took) <= stop })
+		if err != nil || (all != (stop == len(evs))) || !reflect.DeepEqual(took, evs[:min(stop+1, len(evs))]) {
+			t.Fatalf("round %d: stop after %d: all %v, err %v, took %d", round, stop+1, all, err, len(took))
+		}
+	}
+}
+
+// A batch whose columns disagree is a *ProtocolError before any event.
+func TestDeltaBatchMalformed(t *testing.T) {
+	good := func() *clusterpb.DeltaBatch {
+		var b clusterpb.DeltaBatch
+		toDeltas([]llm.Event{
+			{Type: llm.EventText, Text: "ab"},
+			{Type: llm.EventToolCallStart, ToolIndex: 1, ToolCallID: "c", ToolName: "n"},
+			{Type: llm.EventFinish, Finish: llm.FinishStop},
+		}, &b)
+		return &b
+	}
+	cases := map[string]func(b *clusterpb.DeltaBatch){
+		"short text lengths": func(b *clusterpb.DeltaBatch) { b.TextLens = b.TextLens[:2] },
+		"texts too long":     func(b *clusterpb.DeltaBatch) { b.Texts = append(b.Texts, 'x') },
+		"texts too short":    func(b *clusterpb.DeltaBatch) { b.Texts = b.Texts[:1] },
+		"huge text length":   func(b *clusterpb.DeltaBatch) { b.TextLens[0] = 1<<32 - 1 },
+		"tool indexes":       func(b *clusterpb.DeltaBatch) { b.ToolIndexes = b.ToolIndexes[:1] },
+		"extra out of range": func(b *clusterpb.DeltaBatch) { b.Extras[1].At = 3 },
+		"extras out of order": func(b *clusterpb.DeltaBatch) {
+			b.Extras[0], b.Extras[1] = b.Extras[1], b.Extras[0]
+		},
+		"extras twice at one": func(b *clusterpb.DeltaBatch) { b.Extras[1].At = b.Extras[0].At },
+		"nil extra":           func(b *clusterpb.DeltaBatch) { b.Extras[0] = nil },
+	}
+	for name, spoil := range cases {
+		b := good()
+		spoil(b)
+		n := 0
+		_, err := fromDeltas(b, func(llm.Event) bool { n++; return true })
+		var pe *ProtocolError
+		if !errors.As(err, &pe) || n != 0 {
+			t.Errorf("%s: err %v, %d events, want a *ProtocolError and none", name, err, n)
+		}
+	}
+	if _, err := fromDeltas(good(), func(llm.Event) bool { return true }); err != nil {
+		t.Errorf("good batch: %v", err)
 	}
 }
 

@@ -1170,121 +1170,35 @@ func (x *Usage) GetTotalTokens() int64 {
 	return 0
 }
 
-// Delta is one llm.Event.
-type Delta struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Type          int32                  `protobuf:"varint,1,opt,name=type,proto3" json:"type,omitempty"`
-	Text          string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
-	ToolIndex     int32                  `protobuf:"varint,3,opt,name=tool_index,json=toolIndex,proto3" json:"tool_index,omitempty"`
-	ToolCallId    string                 `protobuf:"bytes,4,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
-	ToolName      string                 `protobuf:"bytes,5,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
-	Signature     string                 `protobuf:"bytes,6,opt,name=signature,proto3" json:"signature,omitempty"`
-	Usage         *Usage                 `protobuf:"bytes,7,opt,name=usage,proto3" json:"usage,omitempty"`
-	Finish        string                 `protobuf:"bytes,8,opt,name=finish,proto3" json:"finish,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *Delta) Reset() {
-	*x = Delta{}
-	mi := &file_chorus_cluster_proto_msgTypes[16]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *Delta) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*Delta) ProtoMessage() {}
-
-func (x *Delta) ProtoReflect() protoreflect.Message {
-	mi := &file_chorus_cluster_proto_msgTypes[16]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use Delta.ProtoReflect.Descriptor instead.
-func (*Delta) Descriptor() ([]byte, []int) {
-	return file_chorus_cluster_proto_rawDescGZIP(), []int{16}
-}
-
-func (x *Delta) GetType() int32 {
-	if x != nil {
-		return x.Type
-	}
-	return 0
-}
-
-func (x *Delta) GetText() string {
-	if x != nil {
-		return x.Text
-	}
-	return ""
-}
-
-func (x *Delta) GetToolIndex() int32 {
-	if x != nil {
-		return x.ToolIndex
-	}
-	return 0
-}
-
-func (x *Delta) GetToolCallId() string {
-	if x != nil {
-		return x.ToolCallId
-	}
-	return ""
-}
-
-func (x *Delta) GetToolName() string {
-	if x != nil {
-		return x.ToolName
-	}
-	return ""
-}
-
-func (x *Delta) GetSignature() string {
-	if x != nil {
-		return x.Signature
-	}
-	return ""
-}
-
-func (x *Delta) GetUsage() *Usage {
-	if x != nil {
-		return x.Usage
-	}
-	return nil
-}
-
-func (x *Delta) GetFinish() string {
-	if x != nil {
-		return x.Finish
-	}
-	return ""
-}
-
+// DeltaBatch is one batch of a flow: a remote stream's events (llm.Event),
+// or a session's events as JSON (items).
+//
+// The events travel column-wise, so that a batch decodes into a handful of
+// slices whatever its length, not one message per event: event i has type
+// types[i], text texts[off_i : off_i+text_lens[i]] (off_i the sum of the
+// lengths before it), tool index tool_indexes[i] (tool_indexes is empty
+// when every index is 0), and the rarer fields in the extras entry whose
+// at is i, if any (extras in increasing order of at). Nodes of one build
+// talk to each other: this layout is not compatible with the
+// message-per-event one of earlier builds (field 3, reserved).
 type DeltaBatch struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Stream uint64                 `protobuf:"varint,1,opt,name=stream,proto3" json:"stream,omitempty"`
 	Seq    uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
-	Deltas []*Delta               `protobuf:"bytes,3,rep,name=deltas,proto3" json:"deltas,omitempty"`
 	// items carries the JSON of other event types (session events).
-	Items         [][]byte `protobuf:"bytes,4,rep,name=items,proto3" json:"items,omitempty"`
+	Items         [][]byte      `protobuf:"bytes,4,rep,name=items,proto3" json:"items,omitempty"`
+	Types         []int32       `protobuf:"varint,5,rep,packed,name=types,proto3" json:"types,omitempty"`
+	TextLens      []uint32      `protobuf:"varint,6,rep,packed,name=text_lens,json=textLens,proto3" json:"text_lens,omitempty"`
+	Texts         []byte        `protobuf:"bytes,7,opt,name=texts,proto3" json:"texts,omitempty"`
+	ToolIndexes   []int32       `protobuf:"varint,8,rep,packed,name=tool_indexes,json=toolIndexes,proto3" json:"tool_indexes,omitempty"`
+	Extras        []*DeltaExtra `protobuf:"bytes,9,rep,name=extras,proto3" json:"extras,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeltaBatch) Reset() {
 	*x = DeltaBatch{}
-	mi := &file_chorus_cluster_proto_msgTypes[17]
+	mi := &file_chorus_cluster_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1296,7 +1210,7 @@ func (x *DeltaBatch) String() string {
 func (*DeltaBatch) ProtoMessage() {}
 
 func (x *DeltaBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_chorus_cluster_proto_msgTypes[17]
+	mi := &file_chorus_cluster_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1309,7 +1223,7 @@ func (x *DeltaBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeltaBatch.ProtoReflect.Descriptor instead.
 func (*DeltaBatch) Descriptor() ([]byte, []int) {
-	return file_chorus_cluster_proto_rawDescGZIP(), []int{17}
+	return file_chorus_cluster_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DeltaBatch) GetStream() uint64 {
@@ -1326,18 +1240,133 @@ func (x *DeltaBatch) GetSeq() uint64 {
 	return 0
 }
 
-func (x *DeltaBatch) GetDeltas() []*Delta {
-	if x != nil {
-		return x.Deltas
-	}
-	return nil
-}
-
 func (x *DeltaBatch) GetItems() [][]byte {
 	if x != nil {
 		return x.Items
 	}
 	return nil
+}
+
+func (x *DeltaBatch) GetTypes() []int32 {
+	if x != nil {
+		return x.Types
+	}
+	return nil
+}
+
+func (x *DeltaBatch) GetTextLens() []uint32 {
+	if x != nil {
+		return x.TextLens
+	}
+	return nil
+}
+
+func (x *DeltaBatch) GetTexts() []byte {
+	if x != nil {
+		return x.Texts
+	}
+	return nil
+}
+
+func (x *DeltaBatch) GetToolIndexes() []int32 {
+	if x != nil {
+		return x.ToolIndexes
+	}
+	return nil
+}
+
+func (x *DeltaBatch) GetExtras() []*DeltaExtra {
+	if x != nil {
+		return x.Extras
+	}
+	return nil
+}
+
+// DeltaExtra holds the fields of a DeltaBatch's event at position at
+// beyond type, text and tool index: those of tool call starts, usage and
+// finish events.
+type DeltaExtra struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	At            uint32                 `protobuf:"varint,1,opt,name=at,proto3" json:"at,omitempty"`
+	ToolCallId    string                 `protobuf:"bytes,2,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	ToolName      string                 `protobuf:"bytes,3,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	Signature     string                 `protobuf:"bytes,4,opt,name=signature,proto3" json:"signature,omitempty"`
+	Usage         *Usage                 `protobuf:"bytes,5,opt,name=usage,proto3" json:"usage,omitempty"`
+	Finish        string                 `protobuf:"bytes,6,opt,name=finish,proto3" json:"finish,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeltaExtra) Reset() {
+	*x = DeltaExtra{}
+	mi := &file_chorus_cluster_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeltaExtra) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeltaExtra) ProtoMessage() {}
+
+func (x *DeltaExtra) ProtoReflect() protoreflect.Message {
+	mi := &file_chorus_cluster_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeltaExtra.ProtoReflect.Descriptor instead.
+func (*DeltaExtra) Descriptor() ([]byte, []int) {
+	return file_chorus_cluster_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *DeltaExtra) GetAt() uint32 {
+	if x != nil {
+		return x.At
+	}
+	return 0
+}
+
+func (x *DeltaExtra) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *DeltaExtra) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+func (x *DeltaExtra) GetSignature() string {
+	if x != nil {
+		return x.Signature
+	}
+	return ""
+}
+
+func (x *DeltaExtra) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *DeltaExtra) GetFinish() string {
+	if x != nil {
+		return x.Finish
+	}
+	return ""
 }
 
 type Credit struct {
@@ -1950,24 +1979,26 @@ const file_chorus_cluster_proto_rawDesc = "" +
 	"\x11cache_read_tokens\x18\x03 \x01(\x03R\x0fcacheReadTokens\x12,\n" +
 	"\x12cache_write_tokens\x18\x04 \x01(\x03R\x10cacheWriteTokens\x12)\n" +
 	"\x10reasoning_tokens\x18\x05 \x01(\x03R\x0freasoningTokens\x12!\n" +
-	"\ftotal_tokens\x18\x06 \x01(\x03R\vtotalTokens\"\xf3\x01\n" +
-	"\x05Delta\x12\x12\n" +
-	"\x04type\x18\x01 \x01(\x05R\x04type\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\x12\x1d\n" +
-	"\n" +
-	"tool_index\x18\x03 \x01(\x05R\ttoolIndex\x12 \n" +
-	"\ftool_call_id\x18\x04 \x01(\tR\n" +
-	"toolCallId\x12\x1b\n" +
-	"\ttool_name\x18\x05 \x01(\tR\btoolName\x12\x1c\n" +
-	"\tsignature\x18\x06 \x01(\tR\tsignature\x12.\n" +
-	"\x05usage\x18\a \x01(\v2\x18.chorus.cluster.v1.UsageR\x05usage\x12\x16\n" +
-	"\x06finish\x18\b \x01(\tR\x06finish\"~\n" +
+	"\ftotal_tokens\x18\x06 \x01(\x03R\vtotalTokens\"\xf5\x01\n" +
 	"\n" +
 	"DeltaBatch\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\x04R\x06stream\x12\x10\n" +
-	"\x03seq\x18\x02 \x01(\x04R\x03seq\x120\n" +
-	"\x06deltas\x18\x03 \x03(\v2\x18.chorus.cluster.v1.DeltaR\x06deltas\x12\x14\n" +
-	"\x05items\x18\x04 \x03(\fR\x05items\":\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
+	"\x05items\x18\x04 \x03(\fR\x05items\x12\x14\n" +
+	"\x05types\x18\x05 \x03(\x05R\x05types\x12\x1b\n" +
+	"\ttext_lens\x18\x06 \x03(\rR\btextLens\x12\x14\n" +
+	"\x05texts\x18\a \x01(\fR\x05texts\x12!\n" +
+	"\ftool_indexes\x18\b \x03(\x05R\vtoolIndexes\x125\n" +
+	"\x06extras\x18\t \x03(\v2\x1d.chorus.cluster.v1.DeltaExtraR\x06extrasJ\x04\b\x03\x10\x04\"\xc1\x01\n" +
+	"\n" +
+	"DeltaExtra\x12\x0e\n" +
+	"\x02at\x18\x01 \x01(\rR\x02at\x12 \n" +
+	"\ftool_call_id\x18\x02 \x01(\tR\n" +
+	"toolCallId\x12\x1b\n" +
+	"\ttool_name\x18\x03 \x01(\tR\btoolName\x12\x1c\n" +
+	"\tsignature\x18\x04 \x01(\tR\tsignature\x12.\n" +
+	"\x05usage\x18\x05 \x01(\v2\x18.chorus.cluster.v1.UsageR\x05usage\x12\x16\n" +
+	"\x06finish\x18\x06 \x01(\tR\x06finish\":\n" +
 	"\x06Credit\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\x04R\x06stream\x12\x18\n" +
 	"\abatches\x18\x02 \x01(\x05R\abatches\"&\n" +
@@ -2044,8 +2075,8 @@ var file_chorus_cluster_proto_goTypes = []any{
 	(*StreamOpen)(nil),         // 13: chorus.cluster.v1.StreamOpen
 	(*StreamOpened)(nil),       // 14: chorus.cluster.v1.StreamOpened
 	(*Usage)(nil),              // 15: chorus.cluster.v1.Usage
-	(*Delta)(nil),              // 16: chorus.cluster.v1.Delta
-	(*DeltaBatch)(nil),         // 17: chorus.cluster.v1.DeltaBatch
+	(*DeltaBatch)(nil),         // 16: chorus.cluster.v1.DeltaBatch
+	(*DeltaExtra)(nil),         // 17: chorus.cluster.v1.DeltaExtra
 	(*Credit)(nil),             // 18: chorus.cluster.v1.Credit
 	(*StreamCancel)(nil),       // 19: chorus.cluster.v1.StreamCancel
 	(*StreamEnd)(nil),          // 20: chorus.cluster.v1.StreamEnd
@@ -2068,8 +2099,8 @@ var file_chorus_cluster_proto_depIdxs = []int32{
 	0,  // 6: chorus.cluster.v1.StreamOpen.receiver:type_name -> chorus.cluster.v1.Ref
 	26, // 7: chorus.cluster.v1.StreamOpen.trace_context:type_name -> chorus.cluster.v1.StreamOpen.TraceContextEntry
 	0,  // 8: chorus.cluster.v1.StreamOpened.producer:type_name -> chorus.cluster.v1.Ref
-	15, // 9: chorus.cluster.v1.Delta.usage:type_name -> chorus.cluster.v1.Usage
-	16, // 10: chorus.cluster.v1.DeltaBatch.deltas:type_name -> chorus.cluster.v1.Delta
+	17, // 9: chorus.cluster.v1.DeltaBatch.extras:type_name -> chorus.cluster.v1.DeltaExtra
+	15, // 10: chorus.cluster.v1.DeltaExtra.usage:type_name -> chorus.cluster.v1.Usage
 	1,  // 11: chorus.cluster.v1.StreamEnd.err:type_name -> chorus.cluster.v1.Failure
 	27, // 12: chorus.cluster.v1.CallRequest.trace_context:type_name -> chorus.cluster.v1.CallRequest.TraceContextEntry
 	1,  // 13: chorus.cluster.v1.CallReply.err:type_name -> chorus.cluster.v1.Failure
