@@ -461,6 +461,11 @@ func (n *Node) shutdownLocal() {
 // on one machine or a client that names no address. Free now is no
 // promise: another process may take a port first, and Join then fails
 // naming it.
+//
+// Pairs are drawn at random below Linux's ephemeral range (32768 and up),
+// where outgoing connections never take a local port: a machine busy with
+// thousands of loopback connections holds most ephemeral ports next to a
+// free one. Only when that fails are ephemeral pairs tried.
 func LocalAddrs(k int) ([]string, error) {
 	var out []string
 	var held []net.Listener
@@ -469,6 +474,23 @@ func LocalAddrs(k int) ([]string, error) {
 			l.Close()
 		}
 	}()
+	pair := func(port int) bool {
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			return false
+		}
+		l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+1))
+		if err != nil {
+			l.Close()
+			return false
+		}
+		held = append(held, l, l2) // held until all are chosen: none is picked twice
+		out = append(out, "127.0.0.1:"+strconv.Itoa(port))
+		return true
+	}
+	for tries := 0; len(out) < k && tries < 100*k; tries++ {
+		pair(20000 + int(randUint64()%12000))
+	}
 	for tries := 0; len(out) < k; tries++ {
 		if tries > 100*k {
 			return nil, errors.New("cluster: no free port pairs on 127.0.0.1")
@@ -477,17 +499,10 @@ func LocalAddrs(k int) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		held = append(held, l) // held until all are chosen: none is picked twice
-		port := l.Addr().(*net.TCPAddr).Port
-		if port+1 > 65534 {
-			continue
+		held = append(held, l) // an ephemeral port whose neighbour is taken is not offered again
+		if port := l.Addr().(*net.TCPAddr).Port; port+1 <= 65534 {
+			pair(port + 1)
 		}
-		l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+1))
-		if err != nil {
-			continue
-		}
-		held = append(held, l2)
-		out = append(out, "127.0.0.1:"+strconv.Itoa(port))
 	}
 	return out, nil
 }
