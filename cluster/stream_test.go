@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/chorusrt/chorus/cluster/clusterpb"
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/llmtest"
 	"github.com/chorusrt/chorus/runtime"
@@ -226,5 +227,64 @@ func TestRemoteStreamWorkerLost(t *testing.T) {
 		if err != nil || r.Content != "short" {
 			t.Fatalf("chat %d after the loss: %v, %v", i, r, err)
 		}
+	}
+}
+
+// fakeProducer answers a StreamOpen with a good batch of one event, then
+// a batch whose columns disagree, and records the StreamCancel it gets.
+type fakeProducer struct{ cancelled chan struct{} }
+
+func (f *fakeProducer) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case *clusterpb.StreamOpen:
+		recv := fromRef(m.Receiver)
+		send(c.ActorSystem(), recv, &clusterpb.StreamOpened{Stream: m.Stream, Producer: toRef(c.Self())})
+		good := &clusterpb.DeltaBatch{Stream: m.Stream, Seq: 1}
+		toDeltas([]llm.Event{{Type: llm.EventText, Text: "ok"}}, good)
+		send(c.ActorSystem(), recv, good)
+		bad := &clusterpb.DeltaBatch{Stream: m.Stream, Seq: 2}
+		toDeltas([]llm.Event{{Type: llm.EventText, Text: "a"}, {Type: llm.EventText, Text: "b"}}, bad)
+		bad.TextLens = bad.TextLens[:1]
+		send(c.ActorSystem(), recv, bad)
+	case *clusterpb.StreamCancel:
+		close(f.cancelled)
+	}
+}
+
+// A batch that crosses a node malformed ends the stream with a
+// *ProtocolError after the events before it (the partial result), emits
+// none of its own, and cancels the producer.
+func TestRemoteStreamMalformedBatch(t *testing.T) {
+	addrs := freeAddrs(t, 2)
+	nodes := joinAll(t, "stream-malformed", addrs, nil)
+	defer closeAll(t, nodes)
+	f := &fakeProducer{cancelled: make(chan struct{})}
+	pid, err := nodes[1].sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return f }), "fake-producer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nodes[1].sys.Root.Stop(pid)
+	target := actor.NewPID(nodes[1].Address(), "fake-producer")
+	s, w, sctx := llm.NewStream(context.Background(), 8)
+	go func() {
+		res, emitted, err := nodes[0].remoteOnce(sctx, target, mustJSON(t, &llm.ChatRequest{Model: "fake/m"}), w)
+		w.Finish(res, streamErr(res, emitted, err))
+	}()
+	var texts []string
+	for ev := range s.Events() {
+		texts = append(texts, ev.Text)
+	}
+	res, err := s.Result()
+	var pe *ProtocolError
+	if !errors.As(err, &pe) {
+		t.Fatalf("stream error %v, want a *ProtocolError", err)
+	}
+	if len(texts) != 1 || texts[0] != "ok" || res == nil || res.Content != "ok" {
+		t.Fatalf("events %q, result %+v: want the good batch's \"ok\" only", texts, res)
+	}
+	select {
+	case <-f.cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the producer was not cancelled")
 	}
 }
