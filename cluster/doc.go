@@ -96,7 +96,9 @@
 // event, returned with the partial result after it. Node.Chat, which
 // delivers nothing before the end, runs a call whose member was lost again,
 // as Node.Embed does; cancelling an embed's context cancels it on its
-// member too (CallCancel), ending the provider request there.
+// member too (CallCancel), ending the provider request there. A batch's
+// events travel packed column-wise (see stream.go): the nodes of a cluster
+// run one build, and a build before the packing cannot read its batches.
 //
 // # Guarantees as tested
 //
