@@ -537,6 +537,12 @@ func (d *streamDecoder) toolCall(choice int, v []byte, legacy bool) error {
 		if err != nil {
 			return decodeErr("tool_calls[].function.name", err)
 		}
+		if nameStr == "" {
+			// A call's first chunk names the function it calls (as a
+			// buffered answer's call does): without it there is nothing
+			// to run and no way to answer it.
+			return decodeErr("tool_calls[].function.name", errors.New("a call's first chunk names no function"))
+		}
 		if idStr == "" {
 			idStr = syntheticCallID(pos)
 		}

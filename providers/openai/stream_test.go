@@ -504,3 +504,20 @@ func FuzzStreamDecoder(f *testing.F) {
 		_ = d.Result()
 	})
 }
+
+// A streamed tool call whose first chunk names no function is malformed:
+// a *llm.DecodeError, never a nameless call (as in a buffered answer).
+func TestStreamNamelessToolCall(t *testing.T) {
+	for _, first := range []string{`{"index":0}`, `{"index":0,"id":"c1","type":"function","function":{"arguments":"{}"}}`} {
+		evs, _, _, err := feed(t, tc(first), fin("tool_calls"), "[DONE]")
+		var de *llm.DecodeError
+		if !errors.As(err, &de) {
+			t.Errorf("%s: events %+v, err %v; want *llm.DecodeError", first, evs, err)
+		}
+		for _, ev := range evs {
+			if ev.Type == llm.EventToolCallStart {
+				t.Errorf("%s: a nameless call started: %+v", first, ev)
+			}
+		}
+	}
+}
