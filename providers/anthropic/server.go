@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/providers/internal/wire"
 )
 
 // This file is the server side of the Messages format, for a gateway that
@@ -320,9 +321,8 @@ type ServerStream struct {
 	started   bool
 	open      string // type of the open block: "", "thinking", "text", "tool_use"
 	openTool  int
-	index     int // index of the next block
-	usage     llm.Usage
-	finish    llm.FinishReason
+	index     int          // index of the next block
+	held      wire.HeldEnd // usage and finish, sent at the end
 }
 
 // NewServerStream returns the encoder of one streamed answer.
@@ -403,12 +403,8 @@ func (s *ServerStream) Event(dst []byte, ev *llm.Event) []byte {
 		if s.open == "tool_use" && s.openTool == ev.ToolIndex {
 			return s.delta(dst, obj{"type": "input_json_delta", "partial_json": ev.Text})
 		}
-	case llm.EventUsage:
-		if ev.Usage != nil {
-			s.usage = *ev.Usage
-		}
-	case llm.EventFinish:
-		s.finish = ev.Finish
+	case llm.EventUsage, llm.EventFinish:
+		s.held.Hold(ev)
 	}
 	return dst
 }
@@ -421,15 +417,7 @@ func (s *ServerStream) End(dst []byte, res *llm.ChatResult) []byte {
 		dst = s.openBlock(dst, "text", obj{"type": "text", "text": ""})
 	}
 	dst = s.closeBlock(dst)
-	fin, u := s.finish, s.usage
-	if res != nil {
-		if fin == llm.FinishUnknown {
-			fin = res.FinishReason
-		}
-		if !res.Usage.IsZero() {
-			u = res.Usage
-		}
-	}
+	fin, u := s.held.Final(res)
 	dst = frame(dst, "message_delta", obj{"type": "message_delta", "delta": obj{"stop_reason": stopReason(fin), "stop_sequence": nil}, "usage": usageOf(u)})
 	return frame(dst, "message_stop", obj{"type": "message_stop"})
 }

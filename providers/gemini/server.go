@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/providers/internal/wire"
 )
 
 // This file is the server side of the generateContent format, for a gateway
@@ -266,8 +267,7 @@ type ServerStream struct {
 	model, id string
 	calls     []llm.ToolCall
 	args      []strings.Builder
-	usage     llm.Usage
-	finish    llm.FinishReason
+	held      wire.HeldEnd // usage and finish, sent at the end
 }
 
 // NewServerStream returns the encoder of one streamed answer.
@@ -310,27 +310,15 @@ func (s *ServerStream) Event(dst []byte, ev *llm.Event) []byte {
 		if ev.ToolIndex < len(s.args) {
 			s.args[ev.ToolIndex].WriteString(ev.Text)
 		}
-	case llm.EventUsage:
-		if ev.Usage != nil {
-			s.usage = *ev.Usage
-		}
-	case llm.EventFinish:
-		s.finish = ev.Finish
+	case llm.EventUsage, llm.EventFinish:
+		s.held.Hold(ev)
 	}
 	return dst
 }
 
 // End appends the last chunk: the tool calls, finishReason and usage.
 func (s *ServerStream) End(dst []byte, res *llm.ChatResult) []byte {
-	fin, u := s.finish, s.usage
-	if res != nil {
-		if fin == llm.FinishUnknown {
-			fin = res.FinishReason
-		}
-		if !res.Usage.IsZero() {
-			u = res.Usage
-		}
-	}
+	fin, u := s.held.Final(res)
 	var parts []part
 	for i, tc := range s.calls {
 		tc.Arguments = s.args[i].String()

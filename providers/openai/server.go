@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/providers/internal/wire"
 )
 
 // This file is the server side of the Chat Completions format, for a
@@ -394,43 +395,8 @@ type ServerStream struct {
 	created      int64
 	includeUsage bool
 	started      bool
-	held         heldEnd
+	held         wire.HeldEnd
 	buf          []byte
-}
-
-// heldEnd is what a stream encoder (Chat Completions or Responses) holds
-// back for its end: the usage and finish events, sent at the end on both.
-type heldEnd struct {
-	usage  llm.Usage
-	finish llm.FinishReason
-}
-
-// hold keeps a usage or finish event; others are not its business.
-func (h *heldEnd) hold(ev *llm.Event) {
-	switch ev.Type {
-	case llm.EventUsage:
-		if ev.Usage != nil {
-			h.usage = *ev.Usage
-		}
-	case llm.EventFinish:
-		h.finish = ev.Finish
-	}
-}
-
-// final is the finish reason and usage to end with: the events' finish
-// unless there was none, then res's; res's usage when it has any, else the
-// events' (zero when neither). res may be nil.
-func (h *heldEnd) final(res *llm.ChatResult) (llm.FinishReason, llm.Usage) {
-	fin, usage := h.finish, h.usage
-	if res != nil {
-		if fin == llm.FinishUnknown {
-			fin = res.FinishReason
-		}
-		if !res.Usage.IsZero() {
-			usage = res.Usage
-		}
-	}
-	return fin, usage
 }
 
 // NewServerStream returns the encoder of one streamed answer. id is the
@@ -497,7 +463,7 @@ func (s *ServerStream) Event(dst []byte, ev *llm.Event) []byte {
 		d.ToolCalls = []serverToolDelta{td}
 		return s.chunk(dst, d, nil, nil, false)
 	case llm.EventUsage, llm.EventFinish:
-		s.held.hold(ev)
+		s.held.Hold(ev)
 	}
 	return dst
 }
@@ -507,7 +473,7 @@ func (s *ServerStream) Event(dst []byte, ev *llm.Event) []byte {
 // it, and data: [DONE]. res, when not nil, supplies usage and finish
 // reason the events did not carry.
 func (s *ServerStream) End(dst []byte, res *llm.ChatResult) []byte {
-	fin, usage := s.held.final(res)
+	fin, usage := s.held.Final(res)
 	f := finishString(fin)
 	dst = s.chunk(dst, s.delta(), &f, nil, false)
 	if s.includeUsage {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/providers/internal/wire"
 )
 
 // This file is the server side of the Responses format (POST /responses),
@@ -550,7 +551,7 @@ type ServerResponsesStream struct {
 	cur           *rsItem
 	calls         map[int]*rsItem // by ToolIndex
 	callOrder     []*rsItem
-	held          heldEnd
+	held          wire.HeldEnd
 	refused       bool
 	reasoningSeen int
 }
@@ -754,7 +755,7 @@ func (s *ServerResponsesStream) Event(dst []byte, ev *llm.Event) []byte {
 		it.text.WriteString(ev.Text)
 		return s.emit(dst, &rsEvent{Type: "response.function_call_arguments.delta", ItemID: it.id, OutputIndex: intp(it.index), Delta: strp(ev.Text)})
 	case llm.EventUsage, llm.EventFinish:
-		s.held.hold(ev)
+		s.held.Hold(ev)
 	}
 	return dst
 }
@@ -778,7 +779,7 @@ func (s *ServerResponsesStream) End(dst []byte, res *llm.ChatResult) []byte {
 		s.output[it.index] = done
 		dst = s.emit(dst, &rsEvent{Type: "response.output_item.done", OutputIndex: intp(it.index), Item: done})
 	}
-	fin, usage := s.held.final(res)
+	fin, usage := s.held.Final(res)
 	if res != nil {
 		// Encrypted reasoning arrives whole with its item: the final
 		// response carries it on the reasoning items, in order.

@@ -185,7 +185,7 @@ func TestServerResponsesStreamRoundTrip(t *testing.T) {
 	}
 }
 
-// Both stream encoders end the same way (heldEnd): the finish event's
+// Both stream encoders end the same way (wire.HeldEnd): the finish event's
 // reason unless there was none, then the result's; the result's usage when
 // it has any, else the usage event's, else zero. Checked through the client
 // codecs.
