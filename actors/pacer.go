@@ -430,7 +430,6 @@ func (p *pacer) release(seq uint64, rl llm.RateLimit, rateLimited bool, retryAft
 	if !ok {
 		return
 	}
-
 	delete(p.grants, seq)
 	p.inFlight--
 	p.observed = true
