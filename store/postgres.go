@@ -639,16 +639,22 @@ func (p *Postgres) Release(ctx context.Context, l Lease) error {
 
 // Expired implements Leaser; expiry is judged by the server's clock.
 func (p *Postgres) Expired(ctx context.Context, limit int) ([]Lease, error) {
+	return p.queryLeases(ctx, "expired leases", limit, pgExpired)
+}
+
+// queryLeases runs a query whose rows are leases (session, holder, epoch,
+// expires_at) with limit as its one argument; a limit of 0 asks nothing.
+func (p *Postgres) queryLeases(ctx context.Context, op string, limit int, query string) ([]Lease, error) {
 	if err := validateLimit(limit); err != nil {
 		return nil, err
 	}
 	var out []Lease
-	err := p.do(ctx, "expired leases", true, func(c *pgx.Conn) error {
+	err := p.do(ctx, op, true, func(c *pgx.Conn) error {
 		out = out[:0]
 		if limit == 0 {
 			return nil
 		}
-		rows, err := c.Query(ctx, pgExpired, limit)
+		rows, err := c.Query(ctx, query, limit)
 		if err != nil {
 			return err
 		}

@@ -542,6 +542,14 @@ func (s *SQLite) Release(ctx context.Context, l Lease) error {
 
 // Expired implements Leaser; expiry is judged by this machine's clock.
 func (s *SQLite) Expired(ctx context.Context, limit int) ([]Lease, error) {
+	return s.queryLeases(ctx, "expired leases", limit, `SELECT session, holder, epoch, expires_at FROM `+tableLeases+`
+		WHERE holder <> '' AND expires_at <= ? ORDER BY expires_at, session LIMIT ?`, now().UnixMicro(), limit)
+}
+
+// queryLeases runs a query whose rows are leases (session, holder, epoch,
+// expires_at in microseconds), after the checks every lease listing makes;
+// a limit of 0 asks nothing.
+func (s *SQLite) queryLeases(ctx context.Context, op string, limit int, query string, args ...any) ([]Lease, error) {
 	if err := validateLimit(limit); err != nil {
 		return nil, err
 	}
@@ -551,10 +559,9 @@ func (s *SQLite) Expired(ctx context.Context, limit int) ([]Lease, error) {
 	if limit == 0 {
 		return nil, nil
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT session, holder, epoch, expires_at FROM `+tableLeases+`
-		WHERE holder <> '' AND expires_at <= ? ORDER BY expires_at, session LIMIT ?`, now().UnixMicro(), limit)
+	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, s.wrap(ctx, "expired leases", err)
+		return nil, s.wrap(ctx, op, err)
 	}
 	defer rows.Close()
 	var out []Lease
@@ -562,13 +569,13 @@ func (s *SQLite) Expired(ctx context.Context, limit int) ([]Lease, error) {
 		var l Lease
 		var expires int64
 		if err := rows.Scan(&l.Session, &l.Holder, &l.Epoch, &expires); err != nil {
-			return nil, s.wrap(ctx, "expired leases", err)
+			return nil, s.wrap(ctx, op, err)
 		}
 		l.Expires = time.UnixMicro(expires).UTC()
 		out = append(out, l)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, s.wrap(ctx, "expired leases", err)
+		return nil, s.wrap(ctx, op, err)
 	}
 	return out, nil
 }
