@@ -1,11 +1,11 @@
 package gemini
 
 import (
-	"fmt"
 	"reflect"
 	"testing"
 
 	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/providers/internal/codectest"
 )
 
 // feedTail decodes chunks and returns the events, errors and result; with
@@ -13,22 +13,11 @@ import (
 // (every chunk walked whole).
 func feedTail(chunks [][]byte, fresh bool) ([]string, []string, *llm.ChatResult) {
 	d := Codec{}.NewStreamDecoder().(*decoder)
-	var evs, errs []string
-	for _, c := range chunks {
-		if fresh {
-			d.tail, d.before, d.after = d.tail[:0], d.before[:0], d.after[:0]
-		}
-		_, err := d.Feed(nil, c, func(ev llm.Event) bool {
-			u := ""
-			if ev.Usage != nil {
-				u = fmt.Sprint(*ev.Usage)
-			}
-			evs = append(evs, fmt.Sprintf("%s %q %d %s %s", ev.Type, ev.Text, ev.ToolIndex, ev.Finish, u))
-			return true
-		})
-		errs = append(errs, fmt.Sprint(err))
+	var forget func()
+	if fresh {
+		forget = func() { d.tail, d.before, d.after = d.tail[:0], d.before[:0], d.after[:0] }
 	}
-	return evs, errs, d.Result()
+	return codectest.FeedEach(d, chunks, forget)
 }
 
 // TestTailSkipChangesNothing: not walking the bytes a chunk repeats after

@@ -1,11 +1,11 @@
 package openai
 
 import (
-	"fmt"
 	"reflect"
 	"testing"
 
 	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/providers/internal/codectest"
 )
 
 // feedAll decodes chunks and returns the events, the errors and the result;
@@ -13,22 +13,11 @@ import (
 // each chunk (every chunk walked from its first byte).
 func feedAll(chunks [][]byte, fresh bool) ([]string, []string, *llm.ChatResult) {
 	d := Codec{}.NewStreamDecoder().(*streamDecoder)
-	var evs, errs []string
-	for _, c := range chunks {
-		if fresh {
-			d.prefix, d.before, d.after = d.prefix[:0], d.before[:0], d.after[:0]
-		}
-		_, err := d.Feed(nil, c, func(ev llm.Event) bool {
-			u := ""
-			if ev.Usage != nil {
-				u = fmt.Sprint(*ev.Usage)
-			}
-			evs = append(evs, fmt.Sprintf("%s %q %d %s %s", ev.Type, ev.Text, ev.ToolIndex, ev.Finish, u))
-			return true
-		})
-		errs = append(errs, fmt.Sprint(err))
+	var forget func()
+	if fresh {
+		forget = func() { d.prefix, d.before, d.after = d.prefix[:0], d.before[:0], d.after[:0] }
 	}
-	return evs, errs, d.Result()
+	return codectest.FeedEach(d, chunks, forget)
 }
 
 // TestPrefixSkipChangesNothing: skipping the members a chunk repeats from
