@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,6 +28,16 @@ func startNode(t *testing.T, bin, name, addr string, peers []string, extra ...st
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"node", "--cluster", name, "--bind", addr, "--peers", strings.Join(peers, ","), "--lease-ttl", "1s"}, extra...)...)
 	cmd.Env = cleanEnv("CHORUS_SIM_LATENCY=40ms")
+	n, _ := launchNode(t, cmd, addr, nil)
+	return n
+}
+
+// launchNode starts a chorus node command, copies its stdout and stderr to
+// n.out, and waits until it says it is a member and, when want is not nil,
+// has printed a line matching want, whose first group it returns (the URL
+// of an endpoint the node serves).
+func launchNode(t *testing.T, cmd *exec.Cmd, addr string, want *regexp.Regexp) (*chorusNode, string) {
+	t.Helper()
 	n := &chorusNode{addr: addr, cmd: cmd, done: make(chan struct{}), out: &lockedBuffer{}}
 	cmd.Stderr = n.out
 	stdout, err := cmd.StdoutPipe()
@@ -36,29 +47,38 @@ func startNode(t *testing.T, bin, name, addr string, peers []string, extra ...st
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	ready := make(chan struct{})
+	ready := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
-		once := false
+		member, found, sent := false, want == nil, false
+		var got string
 		for sc.Scan() {
-			fmt.Fprintln(n.out, sc.Text())
-			if !once && strings.Contains(sc.Text(), "member of") {
-				once = true
-				close(ready)
+			line := sc.Text()
+			fmt.Fprintln(n.out, line)
+			if want != nil && !found {
+				if m := want.FindStringSubmatch(line); m != nil {
+					found, got = true, m[1]
+				}
+			}
+			member = member || strings.Contains(line, "member of")
+			if member && found && !sent {
+				sent = true
+				ready <- got
 			}
 		}
 		_ = cmd.Wait()
 		close(n.done)
 	}()
 	select {
-	case <-ready:
+	case got := <-ready:
+		return n, got
 	case <-n.done:
 		t.Fatalf("chorus node %s exited: %s", addr, n.out.String())
 	case <-time.After(60 * time.Second):
 		n.kill()
 		t.Fatalf("chorus node %s not ready after 60s: %s", addr, n.out.String())
 	}
-	return n
+	return nil, ""
 }
 
 func (n *chorusNode) kill() {

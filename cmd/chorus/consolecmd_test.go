@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"os/exec"
@@ -45,37 +43,7 @@ func TestNodeConsole(t *testing.T) {
 	const token = "node-console-token"
 	cmd := exec.Command(bin, "node", "--cluster", "consoletest", "--bind", addrs[0], "--peers", addrs[0], "--console-addr", "127.0.0.1:0")
 	cmd.Env = cleanEnv("OPENAI_API_KEY="+key, "CHORUS_CONSOLE_TOKEN="+token)
-	n := &chorusNode{addr: addrs[0], cmd: cmd, done: make(chan struct{}), out: &lockedBuffer{}}
-	cmd.Stderr = n.out
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		re := regexp.MustCompile(`console at (http://\S+)/console/`)
-		for sc.Scan() {
-			fmt.Fprintln(n.out, sc.Text())
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				ready <- m[1]
-			}
-		}
-		_ = cmd.Wait()
-		close(n.done)
-	}()
-	var base string
-	select {
-	case base = <-ready:
-	case <-n.done:
-		t.Fatalf("chorus node exited: %s", n.out.String())
-	case <-time.After(60 * time.Second):
-		n.kill()
-		t.Fatalf("chorus node not ready after 60s: %s", n.out.String())
-	}
+	n, base := launchNode(t, cmd, addrs[0], regexp.MustCompile(`console at (http://\S+)/console/`))
 	defer n.stop(t)
 	status, body := getConsole(t, base, console.APIPrefix+"cluster", "")
 	var cv console.ClusterView

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -34,41 +32,7 @@ func TestNodeMetricsEndpoint(t *testing.T) {
 	const key = "sk-metrics-test-KEY-0123456789"
 	cmd := exec.Command(bin, "node", "--cluster", "metricstest", "--bind", addrs[0], "--peers", addrs[0], "--metrics-addr", "127.0.0.1:0")
 	cmd.Env = cleanEnv("OPENAI_API_KEY=" + key)
-	n := &chorusNode{addr: addrs[0], cmd: cmd, done: make(chan struct{}), out: &lockedBuffer{}}
-	cmd.Stderr = n.out
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		re := regexp.MustCompile(`metrics at (http://\S+/metrics)`)
-		var url string
-		for sc.Scan() {
-			fmt.Fprintln(n.out, sc.Text())
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				url = m[1]
-			}
-			if url != "" && strings.Contains(sc.Text(), "member of") {
-				ready <- url
-			}
-		}
-		_ = cmd.Wait()
-		close(n.done)
-	}()
-	var url string
-	select {
-	case url = <-ready:
-	case <-n.done:
-		t.Fatalf("chorus node exited: %s", n.out.String())
-	case <-time.After(60 * time.Second):
-		n.kill()
-		t.Fatalf("chorus node not ready after 60s: %s", n.out.String())
-	}
+	n, url := launchNode(t, cmd, addrs[0], regexp.MustCompile(`metrics at (http://\S+/metrics)`))
 	defer n.stop(t)
 
 	in := writeInput(t,
