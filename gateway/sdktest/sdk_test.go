@@ -102,7 +102,9 @@ func midStream() llmtest.Step {
 
 func TestOpenAIGoSDK(t *testing.T) {
 	f := newFixture(t)
-	ctx := context.Background()
+	// Canceled when the test ends: a response body an SDK left open
+	// releases its connection's read loop then, not never.
+	ctx := t.Context()
 	c := openai.NewClient(option.WithBaseURL(f.url+"/v1"), option.WithAPIKey("gk-good"), option.WithMaxRetries(0), option.WithHTTPClient(f.hc))
 	call := llm.ToolCall{ID: "call_1", Name: "get_weather", Arguments: `{"city":"Paris"}`}
 	f.up.Push(llmtest.Text("hello"), llmtest.Deltas("one ", "two"), llmtest.ToolCalls(call), midStream(), stall())
@@ -177,7 +179,7 @@ func TestOpenAIGoSDK(t *testing.T) {
 
 func TestAnthropicGoSDK(t *testing.T) {
 	f := newFixture(t)
-	ctx := context.Background()
+	ctx := t.Context() // canceled when the test ends, as above
 	c := anthropic.NewClient(aoption.WithBaseURL(f.url), aoption.WithAPIKey("gk-good"), aoption.WithMaxRetries(0), aoption.WithHTTPClient(f.hc))
 	f.up.Push(llmtest.Respond(llmtest.Reply{Text: "hello", Reasoning: "hm", Signature: "sig-1"}),
 		llmtest.Respond(llmtest.Reply{Thinking: []llm.ThinkingBlock{{Text: "first", Signature: "sig-A"}, {Text: "second", Signature: "sig-B"}}, Text: "done"}),
@@ -248,7 +250,7 @@ func TestAnthropicGoSDK(t *testing.T) {
 
 func TestGenAIGoSDK(t *testing.T) {
 	f := newFixture(t)
-	ctx := context.Background()
+	ctx := t.Context() // canceled when the test ends, as above
 	newClient := func(key string) *genai.Client {
 		c, err := genai.NewClient(ctx, &genai.ClientConfig{APIKey: key, Backend: genai.BackendGeminiAPI, HTTPClient: f.hc, HTTPOptions: genai.HTTPOptions{BaseURL: f.url}})
 		if err != nil {
@@ -315,7 +317,7 @@ func TestGenAIGoSDK(t *testing.T) {
 // tools on an Anthropic-format one, and a mid-stream failure.
 func TestOpenAIGoSDKResponses(t *testing.T) {
 	f := newFixture(t)
-	ctx := context.Background()
+	ctx := t.Context() // canceled when the test ends, as above
 	c := openai.NewClient(option.WithBaseURL(f.url+"/v1"), option.WithAPIKey("gk-good"), option.WithMaxRetries(0), option.WithHTTPClient(f.hc))
 	call := llm.ToolCall{ID: "call_1", Name: "get_weather", Arguments: `{"city":"Paris"}`}
 	f.up.Push(llmtest.Text("hello"), llmtest.Deltas("one ", "two"), llmtest.ToolCalls(call), midStream())
@@ -368,7 +370,7 @@ func TestOpenAIGoSDKResponses(t *testing.T) {
 // the output and error files.
 func TestOpenAIGoSDKBatches(t *testing.T) {
 	f := newFixture(t)
-	ctx := context.Background()
+	ctx := t.Context() // canceled when the test ends, as above
 	c := openai.NewClient(option.WithBaseURL(f.url+"/v1"), option.WithAPIKey("gk-good"), option.WithMaxRetries(0), option.WithHTTPClient(f.hc))
 	in := `{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"openai/gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}}
 {"custom_id":"b","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt","messages":[{"role":"wizard","content":"hi"}]}}
