@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/providers/internal/jsonscan"
@@ -20,6 +21,14 @@ var errEmptyBody = errors.New("empty body")
 // It walks each chunk with jsonscan and decodes only the values it emits.
 type decoder struct {
 	b llm.ResultBuilder
+
+	// text is the answer's text so far, kept here rather than in b: text
+	// events are decoded straight onto its end, and each event's Text is a
+	// string over the bytes it added (see emitText). Bytes below its
+	// length are never written again (it only grows by append), so those
+	// strings stay immutable however the buffer grows, and a delta costs
+	// no allocation of its own. Result's Content is all of it.
+	text []byte
 
 	complete bool
 	finished bool // an EventFinish was emitted
@@ -188,14 +197,28 @@ func (d *decoder) textOnly(data []byte, emit wire.Emit) (bool, error) {
 	if n == 0 || len(data) <= n || string(data[:n]) != string(d.before) {
 		return false, nil
 	}
-	s, m, err := jsonscan.StringPrefix(data[n:])
+	start := len(d.text)
+	text, m, err := jsonscan.AppendStringPrefix(d.text, data[n:])
 	if err != nil || string(data[n+m:]) != string(d.after) {
 		return false, nil
 	}
-	if s != "" && !d.send(llm.Event{Type: llm.EventText, Text: s}, emit) {
+	d.text = text
+	if !d.emitText(start, emit) {
 		return true, wire.ErrAborted
 	}
 	return true, nil
+}
+
+// emitText emits the text that decoding a part appended to d.text from
+// start on, if any.
+func (d *decoder) emitText(start int, emit wire.Emit) bool {
+	n := len(d.text) - start
+	if n == 0 {
+		return true
+	}
+	// The string is over bytes of d.text that are never written again
+	// (see decoder.text).
+	return emit(llm.Event{Type: llm.EventText, Text: unsafe.String(&d.text[start], n)})
 }
 
 // keepTemplate records data's bytes around its text value when data, just
@@ -259,7 +282,8 @@ func (d *decoder) rest(usage, feedback, errv, rid, mv []byte, hasCandidate bool,
 	return nil
 }
 
-// send applies ev to the result and emits it.
+// send applies ev to the result and emits it. Text events go through
+// emitText instead: their text is kept in d.text, not in d.b.
 func (d *decoder) send(ev llm.Event, emit wire.Emit) bool {
 	d.b.Apply(&ev)
 	return emit(ev)
@@ -393,11 +417,13 @@ func (d *decoder) part(p *rawPart, emit wire.Emit) error {
 		}
 	case hasText:
 		d.flushThought()
-		s, err := jsonscan.String(text)
+		start := len(d.text)
+		t, err := jsonscan.AppendString(d.text, text)
 		if err != nil {
 			return decodeError("text", err)
 		}
-		if s != "" && !d.send(llm.Event{Type: llm.EventText, Text: s}, emit) {
+		d.text = t
+		if !d.emitText(start, emit) {
 			return wire.ErrAborted
 		}
 		if signature != "" {
@@ -658,6 +684,9 @@ func (d *decoder) Complete() bool { return d.complete }
 // (no signature or later part closed it yet) is included as the last block.
 func (d *decoder) Result() *llm.ChatResult {
 	r := d.b.Result()
+	if len(d.text) > 0 {
+		r.Content = unsafe.String(&d.text[0], len(d.text))
+	}
 	if d.thoughtOpen {
 		r.ThinkingBlocks = append(r.ThinkingBlocks, llm.ThinkingBlock{Format: formatName, Text: d.thought.String()})
 	}

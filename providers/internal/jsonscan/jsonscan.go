@@ -454,23 +454,92 @@ func StringPrefix(v []byte) (string, int, error) {
 	return s, end, nil
 }
 
-// decodeRaw decodes the bytes between a string's quotes.
-func decodeRaw(raw []byte) (string, error) {
-	simple := true
-	ascii := true
+// AppendString is String appending the decoded string to dst instead of
+// allocating it: dst grows by the string's bytes (nothing for null or an
+// absent value). On error dst's contents are unchanged (bytes past its
+// length may have been written).
+func AppendString(dst, v []byte) ([]byte, error) {
+	i := skipSpace(v, 0)
+	if i >= len(v) || IsNull(v) {
+		return dst, nil
+	}
+	if v[i] != '"' {
+		return dst, ErrSyntax
+	}
+	end, err := skipString(v, i)
+	if err != nil {
+		return dst, err
+	}
+	return appendRaw(dst, v[i+1:end-1])
+}
+
+// AppendStringPrefix is StringPrefix appending the decoded string to dst
+// instead of allocating it. n is the number of bytes the string took,
+// quotes included. On error dst's contents are unchanged.
+func AppendStringPrefix(dst, v []byte) (out []byte, n int, err error) {
+	if len(v) == 0 || v[0] != '"' {
+		return dst, 0, ErrSyntax
+	}
+	end, err := skipString(v, 0)
+	if err != nil {
+		return dst, 0, err
+	}
+	out, err = appendRaw(dst, v[1:end-1])
+	if err != nil {
+		return dst, 0, err
+	}
+	return out, end, nil
+}
+
+// plain marks the bytes a string's contents can hold and still be copied as
+// they are: not a backslash, a control byte or a non-ASCII byte (which
+// must be valid UTF-8).
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '\\'
+	}
+	return t
+}()
+
+// simpleRaw reports whether raw, the bytes between a string's quotes, is
+// its own decoding: no escape, no control byte, valid UTF-8.
+func simpleRaw(raw []byte) bool {
+	for i, c := range raw {
+		if !plain[c] {
+			if c == '\\' || c < 0x20 {
+				return false
+			}
+			return simpleTail(raw[i:])
+		}
+	}
+	return true
+}
+
+// simpleTail is simpleRaw from the first non-ASCII byte on.
+func simpleTail(raw []byte) bool {
 	for _, c := range raw {
 		if c == '\\' || c < 0x20 {
-			simple = false
-			break
-		}
-		if c >= utf8.RuneSelf {
-			ascii = false
+			return false
 		}
 	}
-	if simple && !ascii && !utf8.Valid(raw) {
-		simple = false
+	return utf8.Valid(raw)
+}
+
+// appendRaw appends the decoding of the bytes between a string's quotes.
+func appendRaw(dst, raw []byte) ([]byte, error) {
+	if simpleRaw(raw) {
+		return append(dst, raw...), nil
 	}
-	if simple {
+	out, err := unescape(dst, raw)
+	if err != nil {
+		return dst, err
+	}
+	return out, nil
+}
+
+// decodeRaw decodes the bytes between a string's quotes.
+func decodeRaw(raw []byte) (string, error) {
+	if simpleRaw(raw) {
 		if len(raw) == 0 {
 			return "", nil
 		}

@@ -92,7 +92,10 @@ func FuzzWalk(f *testing.F) {
 			for a.Next() {
 				walk(a.Value(), depth+1)
 			}
-			_, _ = String(v)
+			s, err := String(v)
+			if a, aerr := AppendString([]byte("x"), v); (aerr != nil) != (err != nil) || string(a) != "x"+s {
+				t.Fatalf("AppendString(%q) = %q, %v; String gives %q, %v", v, a, aerr, s, err)
+			}
 			_, _ = Int(v)
 		}
 		walk(b, 0)

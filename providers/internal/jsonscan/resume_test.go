@@ -74,3 +74,26 @@ func TestStringPrefix(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendStringMatchesString checks that AppendString and
+// AppendStringPrefix decode what String and StringPrefix do, appended after
+// what dst held, and leave dst's contents alone on error.
+func TestAppendStringMatchesString(t *testing.T) {
+	for _, in := range []string{
+		`"plain"`, ` "spaced"`, `""`, `null`, ``, `"a\nb\tc"`, `"\u00e9\u4e2d"`, `"café naïve"`,
+		`"\ud83d\ude00 smile"`, `"\/\\\""`, `"\ud800"`, "\"bad \xff utf8\"", "\"ctl \x01\"",
+		`"bad \q"`, `"open`, `17`, `"a" ,`,
+	} {
+		want, wantErr := String([]byte(in))
+		dst := []byte("kept|")
+		got, err := AppendString(dst, []byte(in))
+		if (err != nil) != (wantErr != nil) || string(got) != "kept|"+want {
+			t.Errorf("AppendString(%q) = %q, %v; want %q, %v", in, got, err, "kept|"+want, wantErr)
+		}
+		ws, wn, wantErr := StringPrefix([]byte(in))
+		got, n, err := AppendStringPrefix(dst, []byte(in))
+		if (err != nil) != (wantErr != nil) || string(got) != "kept|"+ws || n != wn {
+			t.Errorf("AppendStringPrefix(%q) = %q, %d, %v; want %q, %d, %v", in, got, n, err, "kept|"+ws, wn, wantErr)
+		}
+	}
+}
