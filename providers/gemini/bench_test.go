@@ -7,12 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/providers/internal/codectest"
 	"github.com/chorusrt/chorus/providers/internal/sse"
+	"github.com/chorusrt/chorus/providers/internal/wire"
 )
 
 const benchDeltas = 1000
@@ -43,11 +46,184 @@ func benchSSE(chunks [][]byte) []byte {
 	return b.Bytes()
 }
 
-// BenchmarkStreamDecoder measures one streamed answer of 1,000 text deltas:
-// "sse" reads the SSE body and decodes every event (the real per-delta cost
-// on top of the network), "feed" decodes pre-split chunks only. Each chunk
-// also carries new usage, so each delta emits a text and a usage event.
+// corpusVocabulary is the text of bench/internal/corpus's deltas (which
+// this module cannot import): word pieces with a few JSON escapes and
+// non-ASCII text.
+var corpusVocabulary = []string{
+	"The", " quick", " brown", " fox", " jumps", " over", " the", " lazy", " dog", ".",
+	" Chorus", " streams", " deltas", ",", " and", " every", " provider", " answers",
+	" in", " its", " own", " format", ":\n\n", "**", "Holiday", " Name", "**", " café",
+	" \"quoted\"", " 42", " tokens", " per", " second", ";", " naïve", " résumé",
+	" —", " done", "!\n", " ok",
+}
+
+// corpusChunks builds the Gemini body of bench/internal/corpus (what
+// bench/RESULTS.md's decode scenario reads): one text part per chunk with
+// the same usageMetadata (prompt counts only) in every chunk until the
+// last, which carries the finish and the final counts.
+func corpusChunks() [][]byte {
+	chunks := make([][]byte, benchDeltas)
+	for i := range chunks {
+		text, _ := json.Marshal(corpusVocabulary[i%len(corpusVocabulary)])
+		if i < benchDeltas-1 {
+			chunks[i] = fmt.Appendf(nil, `{"candidates": [{"content": {"parts": [{"text": %s}],"role": "model"},"index": 0}],"usageMetadata": {"promptTokenCount": 11,"totalTokenCount": 11,"promptTokensDetails": [{"modality": "TEXT","tokenCount": 11}]},"modelVersion": "gemini-2.5-flash","responseId": "VwCzabneCuzPz7IP0aL64A0"}`, text)
+			continue
+		}
+		chunks[i] = fmt.Appendf(nil, `{"candidates": [{"content": {"parts": [{"text": %s}],"role": "model"},"finishReason": "STOP","index": 0}],"usageMetadata": {"promptTokenCount": 11,"candidatesTokenCount": %d,"totalTokenCount": %d,"promptTokensDetails": [{"modality": "TEXT","tokenCount": 11}],"candidatesTokensDetails": [{"modality": "TEXT","tokenCount": %d}]},"modelVersion": "gemini-2.5-flash","responseId": "VwCzabneCuzPz7IP0aL64A0"}`,
+			text, benchDeltas, benchDeltas+11, benchDeltas)
+	}
+	return chunks
+}
+
+// decodeSSE reads body with the SSE reader and feeds every event to a new
+// decoder: what the provider client does per stream, minus the HTTP call.
+func decodeSSE(body []byte, emit wire.Emit) (*decoder, error) {
+	d := Codec{}.NewStreamDecoder().(*decoder)
+	r := sse.NewReader(bytes.NewReader(body), nil)
+	for {
+		ev, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return d, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if _, err := d.Feed(ev.Name, ev.Data, emit); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// textFloor is bench's floor-extract on a Gemini body (bench/internal/
+// clients/floor.go): frame the lines, find each data line's "text": with
+// bytes.Index, unescape the string without allocating and hand it out as a
+// slice of the buffer. It returns the number of texts.
+func textFloor(body []byte, scratch *[]byte, delta func(string)) (int, error) {
+	texts := 0
+	br := bufio.NewReaderSize(bytes.NewReader(body), 4<<10)
+	err := codectest.FloorLines(br, nil, func(data []byte) bool {
+		if t, ok := codectest.FloorString(data, []byte(`"text":`), scratch); ok && len(t) > 0 {
+			texts++
+			delta(unsafe.String(&t[0], len(t)))
+		}
+		return true
+	})
+	return texts, err
+}
+
+// BenchmarkStreamDecoder measures one streamed answer of 1,000 text deltas
+// in two shapes. "corpus" is the body bench/RESULTS.md's decode scenario
+// reads (usage repeated byte for byte until the last chunk): "floor" is
+// bench's floor-extract on it, "sse" frames it with the SSE reader and
+// decodes every event (the decoder's share of StreamTo's cost), "feed"
+// decodes pre-split chunks only, and "vs-floor" runs the floor and "sse"
+// by turns, timing each with the process's CPU clock, and reports their
+// ratio as x-floor: the figure the issue holds at 1.5 or less, measured
+// on one machine state. "usage" is a harder shape: every chunk carries
+// new usage and escaped text, so each delta emits a text and a usage
+// event; its floor also finds the three counts and the finish.
 func BenchmarkStreamDecoder(b *testing.B) {
+	b.Run("corpus", func(b *testing.B) {
+		chunks := corpusChunks()
+		body := benchSSE(chunks)
+		var want strings.Builder
+		for i := range benchDeltas {
+			want.WriteString(corpusVocabulary[i%len(corpusVocabulary)])
+		}
+		texts := 0
+		emit := func(ev llm.Event) bool {
+			if ev.Type == llm.EventText {
+				texts++
+			}
+			return true
+		}
+		check := func(b *testing.B, d *decoder) {
+			b.Helper()
+			res := d.Result()
+			if !d.Complete() || res.Content != want.String() || res.Usage.CompletionTokens != benchDeltas || res.FinishReason != llm.FinishStop {
+				b.Fatalf("decoder: complete %v, %d bytes of content, usage %+v, finish %q", d.Complete(), len(res.Content), res.Usage, res.FinishReason)
+			}
+		}
+		b.Run("floor", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			var scratch []byte
+			n := 0
+			cpu0 := codectest.ProcessCPU()
+			for b.Loop() {
+				var err error
+				if n, err = textFloor(body, &scratch, func(string) {}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			codectest.PerDelta(b, benchDeltas, cpu0)
+			if n != benchDeltas {
+				b.Fatalf("floor: %d texts", n)
+			}
+		})
+		b.Run("sse", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			var d *decoder
+			cpu0 := codectest.ProcessCPU()
+			for b.Loop() {
+				var err error
+				if d, err = decodeSSE(body, emit); err != nil {
+					b.Fatal(err)
+				}
+			}
+			codectest.PerDelta(b, benchDeltas, cpu0)
+			check(b, d)
+		})
+		b.Run("feed", func(b *testing.B) {
+			b.ReportAllocs()
+			var d *decoder
+			cpu0 := codectest.ProcessCPU()
+			for b.Loop() {
+				d = Codec{}.NewStreamDecoder().(*decoder)
+				for _, c := range chunks {
+					if _, err := d.Feed(nil, c, emit); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			codectest.PerDelta(b, benchDeltas, cpu0)
+			check(b, d)
+		})
+		b.Run("vs-floor", func(b *testing.B) {
+			if codectest.ProcessCPU() == 0 {
+				b.Skip("no process CPU clock on this platform")
+			}
+			var scratch []byte
+			var floorCPU, decCPU time.Duration
+			var d *decoder
+			for b.Loop() {
+				t0 := codectest.ProcessCPU()
+				n, err := textFloor(body, &scratch, func(string) {})
+				t1 := codectest.ProcessCPU()
+				if err != nil || n != benchDeltas {
+					b.Fatalf("floor: %d texts, %v", n, err)
+				}
+				if d, err = decodeSSE(body, emit); err != nil {
+					b.Fatal(err)
+				}
+				floorCPU += t1 - t0
+				decCPU += codectest.ProcessCPU() - t1
+			}
+			check(b, d)
+			n := float64(b.N) * benchDeltas
+			b.ReportMetric(float64(floorCPU.Nanoseconds())/n, "floor-cpu-ns/delta")
+			b.ReportMetric(float64(decCPU.Nanoseconds())/n, "cpu-ns/delta")
+			if floorCPU > 0 {
+				b.ReportMetric(float64(decCPU)/float64(floorCPU), "x-floor")
+			}
+		})
+	})
+	b.Run("usage", benchUsageShape)
+}
+
+// benchUsageShape is BenchmarkStreamDecoder's "usage" shape (benchChunks).
+func benchUsageShape(b *testing.B) {
 	chunks := benchChunks()
 	body := benchSSE(chunks)
 	emitted := 0
@@ -69,19 +245,9 @@ func BenchmarkStreamDecoder(b *testing.B) {
 		b.SetBytes(int64(len(body)))
 		cpu0 := codectest.ProcessCPU()
 		for i := 0; i < b.N; i++ {
-			d := Codec{}.NewStreamDecoder()
-			r := sse.NewReader(bytes.NewReader(body), nil)
-			for {
-				ev, err := r.Next()
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := d.Feed(ev.Name, ev.Data, emit); err != nil {
-					b.Fatal(err)
-				}
+			d, err := decodeSSE(body, emit)
+			if err != nil {
+				b.Fatal(err)
 			}
 			if i == 0 {
 				check(b, d)
@@ -89,7 +255,6 @@ func BenchmarkStreamDecoder(b *testing.B) {
 		}
 		codectest.PerDelta(b, benchDeltas, cpu0)
 	})
-
 	// The floor produces the same events from the same body with the least
 	// work (codectest's floor helpers): the text by searching for "text":,
 	// the usage by searching for its three counts (emitted when they

@@ -197,16 +197,42 @@ func (d *decoder) textOnly(data []byte, emit wire.Emit) (bool, error) {
 	if n == 0 || len(data) <= n || string(data[:n]) != string(d.before) {
 		return false, nil
 	}
+	d.reserve(len(data) - n - len(d.after))
 	start := len(d.text)
 	text, m, err := jsonscan.AppendStringPrefix(d.text, data[n:])
 	if err != nil || string(data[n+m:]) != string(d.after) {
 		return false, nil
 	}
-	d.text = text
+	d.keepText(text)
 	if !d.emitText(start, emit) {
 		return true, wire.ErrAborted
 	}
 	return true, nil
+}
+
+// keepText makes t, d.text with decoded text appended, the new d.text.
+// When the append stayed in d.text's array (reserve made room) only the
+// length is stored: re-slicing a field in place needs no GC write
+// barrier, where storing the new slice would.
+func (d *decoder) keepText(t []byte) {
+	if cap(t) == cap(d.text) && len(t) > 0 && cap(t) > 0 && unsafe.SliceData(t) == unsafe.SliceData(d.text) {
+		d.text = d.text[:len(t)]
+		return
+	}
+	d.text = t
+}
+
+// reserve makes room in d.text for n more bytes (a text's raw length,
+// which its decoding seldom exceeds), doubling its capacity when it
+// grows: append's own growth (a quarter at a time past 256 bytes) would
+// allocate and copy about three times the text of a long answer.
+func (d *decoder) reserve(n int) {
+	if cap(d.text)-len(d.text) >= n {
+		return
+	}
+	t := make([]byte, len(d.text), max(2*cap(d.text), len(d.text)+n, 256))
+	copy(t, d.text)
+	d.text = t
 }
 
 // emitText emits the text that decoding a part appended to d.text from
@@ -417,12 +443,13 @@ func (d *decoder) part(p *rawPart, emit wire.Emit) error {
 		}
 	case hasText:
 		d.flushThought()
+		d.reserve(len(text))
 		start := len(d.text)
 		t, err := jsonscan.AppendString(d.text, text)
 		if err != nil {
 			return decodeError("text", err)
 		}
-		d.text = t
+		d.keepText(t)
 		if !d.emitText(start, emit) {
 			return wire.ErrAborted
 		}

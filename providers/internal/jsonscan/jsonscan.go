@@ -480,6 +480,20 @@ func AppendStringPrefix(dst, v []byte) (out []byte, n int, err error) {
 	if len(v) == 0 || v[0] != '"' {
 		return dst, 0, ErrSyntax
 	}
+	// A streamed delta is mostly a few plain ASCII bytes: one pass that
+	// looks for the closing quote and for anything needing a decode (the
+	// search and the check fused) costs less than the vectorised search
+	// and a second pass. Past shortString bytes, or at the first byte that
+	// needs more, the general path takes over from the start.
+	for j := 1; j < len(v) && j <= shortString; j++ {
+		c := v[j]
+		if c == '"' {
+			return append(dst, v[1:j]...), j + 1, nil
+		}
+		if !plain[c] {
+			break
+		}
+	}
 	end, err := skipString(v, 0)
 	if err != nil {
 		return dst, 0, err
@@ -490,6 +504,10 @@ func AppendStringPrefix(dst, v []byte) (out []byte, n int, err error) {
 	}
 	return out, end, nil
 }
+
+// shortString is how far AppendStringPrefix looks byte by byte for the end
+// of a plain string before it searches with bytes.IndexByte.
+const shortString = 32
 
 // plain marks the bytes a string's contents can hold and still be copied as
 // they are: not a backslash, a control byte or a non-ASCII byte (which

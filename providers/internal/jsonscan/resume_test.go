@@ -83,6 +83,11 @@ func TestAppendStringMatchesString(t *testing.T) {
 		`"plain"`, ` "spaced"`, `""`, `null`, ``, `"a\nb\tc"`, `"\u00e9\u4e2d"`, `"café naïve"`,
 		`"\ud83d\ude00 smile"`, `"\/\\\""`, `"\ud800"`, "\"bad \xff utf8\"", "\"ctl \x01\"",
 		`"bad \q"`, `"open`, `17`, `"a" ,`,
+		// Around the byte-by-byte fast path's reach (shortString).
+		`"` + strings.Repeat("a", shortString-1) + `"`, `"` + strings.Repeat("b", shortString) + `"`,
+		`"` + strings.Repeat("c", shortString+1) + `"x`, `"` + strings.Repeat("d", shortString) + `\n"`,
+		`"` + strings.Repeat("e", shortString-1) + `é"`, `"` + strings.Repeat("f", shortString+5),
+		`"` + strings.Repeat("g", shortString-2) + "\x01\"", `"` + strings.Repeat("h", 3*shortString) + `\u00e9 \"q\""`,
 	} {
 		want, wantErr := String([]byte(in))
 		dst := []byte("kept|")
