@@ -89,9 +89,34 @@ func (o *responsesStream) fail(dst []byte, e *Error) []byte {
 	return o.s.Error(dst, e.Status, e.Message)
 }
 
-type openAIStream struct{ s *openai.ServerStream }
+// openAIStream encodes chat.completion.chunk frames through the codec,
+// except a text delta once the answer has started (its chunks no longer
+// carry the role): that one is written with a textFrame taken from the
+// codec's own chunk.
+type openAIStream struct {
+	s *openai.ServerStream
+	// started: the codec has written a chunk (and with it the role).
+	started bool
+	text    textFrame
+}
 
-func (o *openAIStream) event(dst []byte, ev *llm.Event) []byte     { return o.s.Event(dst, ev) }
+func (o *openAIStream) event(dst []byte, ev *llm.Event) []byte {
+	if ev.Type == llm.EventText && o.started {
+		if !o.text.tried {
+			o.text.derive(func(t string) []byte { return o.s.Event(nil, &llm.Event{Type: llm.EventText, Text: t}) })
+		}
+		if o.text.ok {
+			return o.text.append(dst, ev.Text)
+		}
+	}
+	n := len(dst)
+	dst = o.s.Event(dst, ev)
+	if len(dst) > n {
+		o.started = true // every event the codec writes a chunk for starts the answer
+	}
+	return dst
+}
+
 func (o *openAIStream) end(dst []byte, res *llm.ChatResult) []byte { return o.s.End(dst, res) }
 func (o *openAIStream) fail(dst []byte, e *Error) []byte           { return o.s.Error(dst, e.Status, e.Message) }
 

@@ -30,7 +30,11 @@ type streamEncoder interface {
 // runtime's stream buffer and one flush of frames: a slow client slows only
 // its own upstream read.
 func (h *Handler) pump(w http.ResponseWriter, f format, s *llm.Stream, enc streamEncoder, headers func(http.Header)) (*llm.ChatResult, error) {
-	first, ok := <-s.Events()
+	// One event variable for the whole stream: its address goes through the
+	// encoder's interface, so it escapes (one allocation per event when it
+	// was declared in the loop).
+	events := s.Events()
+	ev, ok := <-events
 	if !ok {
 		res, err := s.Result()
 		if err != nil {
@@ -53,7 +57,7 @@ func (h *Handler) pump(w http.ResponseWriter, f format, s *llm.Stream, enc strea
 	var buf []byte
 	n := 0
 	if ok {
-		buf = enc.event(buf, &first)
+		buf = enc.event(buf, &ev)
 		n = 1
 	}
 	flush := func() bool {
@@ -67,9 +71,7 @@ func (h *Handler) pump(w http.ResponseWriter, f format, s *llm.Stream, enc strea
 		buf, n = buf[:0], 0
 		return err == nil
 	}
-	events := s.Events()
 	for ok {
-		var ev llm.Event
 		select {
 		case ev, ok = <-events:
 		default:
