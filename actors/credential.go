@@ -2,6 +2,7 @@ package actors
 
 import (
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -114,13 +115,21 @@ type Owner interface {
 }
 
 // CredentialState is the state of one provider credential that outlives
-// its actor: the pacer, the queue of waiting callers and the counters. Only
-// its Owner touches it, one message at a time; Load is safe from anywhere.
-// (The credential's learn-once state is its endpoint's: the runtime keeps
-// it in the providers.Client, shared by the endpoint's credentials.)
+// its actor: the pacer, the queue of waiting callers and the counters. Its
+// methods take its lock, so they apply one at a time whoever calls them:
+// its Owner, for the callers who wait (the queue, the pacing timer), and a
+// Ref on the caller's goroutine, for what needs no wait (a grant the pacer
+// allows at once with nobody ahead, an acceptance, a report). Load is safe
+// from anywhere without the lock. (The credential's learn-once state is
+// its endpoint's: the runtime keeps it in the providers.Client, shared by
+// the endpoint's credentials.)
 type CredentialState struct {
 	Provider string
 	Index    int
+
+	// mu serializes every method: the pacer and the queue below are
+	// touched under it only.
+	mu sync.Mutex
 
 	queueCap int
 	pacer    *pacer
@@ -170,12 +179,16 @@ func NewCredentialState(provider string, index int, limits Limits, queueCap int)
 // of what is reported, so that together they stay inside it. Call it
 // before the credential serves requests.
 func (c *CredentialState) ShareEndpoint(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.pacer.reqs.peers, c.pacer.toks.peers = n, n
 }
 
 // Admit handles a request for admission; from is where the answer goes
 // (handed back to o.Reply).
 func (c *CredentialState) Admit(o Owner, from any, m AdmitRequested) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	defer c.publish()
 	c.admit(o, waiter{id: m.ID, cost: m.Cost, deadline: m.Deadline, reply: from})
 }
@@ -183,6 +196,8 @@ func (c *CredentialState) Admit(o Owner, from any, m AdmitRequested) {
 // Cancel withdraws a waiting request, or gives back a grant that crossed
 // the withdrawal.
 func (c *CredentialState) Cancel(o Owner, m AdmitCancelled) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	defer c.publish()
 	for i, w := range c.queue {
 		if w.id == m.ID {
@@ -198,6 +213,8 @@ func (c *CredentialState) Cancel(o Owner, m AdmitCancelled) {
 
 // Finish applies a granted request's report and serves whom it lets go.
 func (c *CredentialState) Finish(o Owner, m RequestFinished) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	defer c.publish()
 	c.requests++
 	if m.Failed {
@@ -213,6 +230,8 @@ func (c *CredentialState) Finish(o Owner, m RequestFinished) {
 // Accept notes that grant seq's request was accepted (a 2xx response's
 // headers arrived), for a provider that reports no limits.
 func (c *CredentialState) Accept(o Owner, m RequestAccepted) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	defer c.publish()
 	c.pacer.accept(m.Seq, time.Now())
 	c.drain(o)
@@ -221,6 +240,8 @@ func (c *CredentialState) Accept(o Owner, m RequestAccepted) {
 // Wake serves the waiters that pacing or cooldown held back, after
 // o.Wake.
 func (c *CredentialState) Wake(o Owner) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	defer c.publish()
 	c.timerAt = time.Time{}
 	c.drain(o)
@@ -229,6 +250,8 @@ func (c *CredentialState) Wake(o Owner) {
 // Close stops admitting: queued callers are refused with ErrClosed, and so
 // is every later request; requests in flight finish.
 func (c *CredentialState) Close(o Owner) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	defer c.publish()
 	c.closed = true
 	for _, w := range c.queue {
@@ -240,10 +263,31 @@ func (c *CredentialState) Close(o Owner) {
 // Stopped tells the credential that its owner stopped: its timer is
 // cancelled. A new owner (a restart) takes it over as it is.
 func (c *CredentialState) Stopped() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.timer != nil {
 		c.timer.Stop()
 	}
 	c.timerAt = time.Time{}
+}
+
+// TryGrant grants a request of cost at once if that needs no wait: the
+// credential is open, nobody waits in its queue and the pacer lets it go
+// now, exactly as Admit would grant it on arrival. It reports false
+// otherwise, having changed nothing: the caller then asks the Owner
+// (AdmitRequested) and waits its turn.
+func (c *CredentialState) TryGrant(cost int) (uint64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || len(c.queue) > 0 {
+		return 0, false
+	}
+	if blocked, _ := c.pacer.blocked(cost, time.Now()); blocked {
+		return 0, false
+	}
+	seq := c.pacer.grant(cost)
+	c.publish()
+	return seq, true
 }
 
 func (c *CredentialState) admit(o Owner, w waiter) {
@@ -311,8 +355,10 @@ func (c *CredentialState) arm(o Owner, at time.Time) {
 	c.timer = time.AfterFunc(time.Until(at), o.Wake)
 }
 
-// Snapshot returns the credential's stats; only from its Owner.
+// Snapshot returns the credential's stats.
 func (c *CredentialState) Snapshot() AdmissionStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	s := AdmissionStats{
 		Provider: c.Provider, Credential: c.Index, Queued: len(c.queue), InFlight: c.pacer.inFlight,
 		Requests: c.requests, Failed: c.failed, RateLimited: c.rateLimited, Restarts: c.restarts,
@@ -344,6 +390,8 @@ func CoolingDown() error { return errCoolingDown }
 // has already reset gives the limit, and the same single probe. Seed does
 // nothing once the credential has seen a response.
 func (c *CredentialState) Seed(rl llm.RateLimit, at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	p := c.pacer
 	if p.observed || (!rl.HasRequests && !rl.HasTokens) {
 		return

@@ -25,17 +25,47 @@ type System = actorkit.System
 func NewSystem(logger *slog.Logger) *System { return actorkit.Shared(logger) }
 
 // Ref is the runtime's handle on the actor of a credential, once spawned.
+//
+// What needs no wait it applies on the caller's goroutine, under the
+// state's lock, without a message: a grant the pacer allows at once with
+// nobody ahead (CredentialState.TryGrant), an acceptance, a report. The
+// actor serves whoever must wait: queued callers, the pacing timer, a
+// cooldown's end. Callers served this way and through the actor see one
+// order: nobody is granted at once while another caller's request is on
+// its way to the actor or waiting in its queue.
 type Ref struct {
 	sys    *actor.ActorSystem
 	pid    *actor.PID
 	nextID atomic.Uint64
+	// asking counts the callers whose AdmitRequested is with the actor
+	// (sent, not yet answered): while there is one, a new caller queues
+	// behind it instead of taking a grant at once.
+	asking atomic.Int64
+	owner  refOwner
 	Cred   *CredentialState
 }
 
 // Spawn starts the actor of a credential in s.
 func Spawn(s *System, c *CredentialState) *Ref {
-	return &Ref{sys: s.Sys, pid: s.Sys.Root.Spawn(props(c)), Cred: c}
+	pid := s.Sys.Root.Spawn(props(c))
+	return &Ref{sys: s.Sys, pid: pid, owner: refOwner{sys: s.Sys, pid: pid}, Cred: c}
 }
+
+// refOwner is the Owner of what a Ref applies on a caller's goroutine: its
+// answers to queued callers go out as the actor's would, and a pacing
+// timer it arms wakes the actor.
+type refOwner struct {
+	sys *actor.ActorSystem
+	pid *actor.PID
+}
+
+func (o refOwner) Reply(to any, msg any) {
+	if pid, ok := to.(*actor.PID); ok && pid != nil {
+		o.sys.Root.Send(pid, msg)
+	}
+}
+
+func (o refOwner) Wake() { actorkit.Tell(o.sys, o.pid, wake{}) }
 
 // wake is the actor's own timer message.
 type wake struct{}
@@ -49,7 +79,9 @@ func props(c *CredentialState) *actor.Props {
 	first := true
 	return actor.PropsFromProducer(func() actor.Actor {
 		if !first {
+			c.mu.Lock()
 			c.restarts++
+			c.mu.Unlock()
 		}
 		first = false
 		return &credentialActor{c: c}
@@ -103,6 +135,16 @@ func (a *credentialActor) Receive(ctx actor.Context) {
 // (llm.ErrOverloaded, ErrClosed, a cooldown past the deadline) or, when ctx
 // ends first, ctx's error — withdrawing the request either way.
 func (r *Ref) Admit(ctx context.Context, cost int) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if r.asking.Load() == 0 {
+		if seq, ok := r.Cred.TryGrant(cost); ok {
+			return seq, nil
+		}
+	}
+	r.asking.Add(1)
+	defer r.asking.Add(-1)
 	id := r.nextID.Add(1)
 	dl, _ := ctx.Deadline()
 	m, err := actorkit.Ask[any](ctx, r.sys, r.pid, AdmitRequested{ID: id, Cost: cost, Deadline: dl}, actorkit.AskOptions{})
@@ -174,12 +216,15 @@ var _ Acceptor = (*Ref)(nil)
 // Load returns the credential's queue, in-flight count and cooldown end.
 func (r *Ref) Load() (queued, inFlight int, cooldownUntil time.Time) { return r.Cred.Load() }
 
-// Finish reports the end of grant seq.
-func (r *Ref) Finish(f RequestFinished) { r.sys.Root.Send(r.pid, f) }
+// Finish reports the end of grant seq. It is applied at once, on the
+// caller's goroutine; the callers it lets go are answered as the actor
+// answers them.
+func (r *Ref) Finish(f RequestFinished) { r.Cred.Finish(r.owner, f) }
 
 // Accepted reports that grant seq's request was accepted (see
-// RequestAccepted). It is an Acceptor's method.
-func (r *Ref) Accepted(seq uint64) { r.sys.Root.Send(r.pid, RequestAccepted{Seq: seq}) }
+// RequestAccepted). It is an Acceptor's method, applied at once like
+// Finish.
+func (r *Ref) Accepted(seq uint64) { r.Cred.Accept(r.owner, RequestAccepted{Seq: seq}) }
 
 // Stats asks the actor for a snapshot.
 func (r *Ref) Stats(timeout time.Duration) (AdmissionStats, error) {

@@ -1,0 +1,119 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// A grant the pacer allows at once never jumps the queue: with a caller
+// waiting for its tokens, a cheaper request that the budget would let
+// through waits behind it.
+func TestImmediateGrantNeverJumpsTheQueue(t *testing.T) {
+	_, r := spawn(t, Limits{TokensPerMinute: 100}, 10)
+	first, err := r.Admit(ctxT(t, time.Second), 90) // 10 tokens left this minute
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan error, 1)
+	go func() { _, err := r.Admit(ctxT(t, 5*time.Second), 50); waiting <- err }()
+	waitQueued(t, r, 1)
+	// 5 tokens fit the budget, but the caller of 50 came first.
+	if seq, ok := r.Cred.TryGrant(5); ok {
+		t.Fatalf("TryGrant granted %d past a queued caller", seq)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if seq, err := r.Admit(ctx, 5); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the cheaper request jumped the queue: seq %d, err %v", seq, err)
+	}
+	if _, inFlight, _ := r.Load(); inFlight != 1 {
+		t.Fatalf("in flight %d, want 1 (the first grant only)", inFlight)
+	}
+	r.Finish(RequestFinished{Seq: first})
+	select {
+	case err := <-waiting:
+		t.Fatalf("the queued caller was served before its tokens refilled: %v", err)
+	default:
+	}
+}
+
+// While another caller's request is on its way to the actor, a new caller
+// is not granted at once either: it asks the actor too, in order.
+func TestImmediateGrantWaitsForAsksInFlight(t *testing.T) {
+	_, r := spawn(t, Limits{MaxConcurrency: 1}, 10)
+	r.asking.Add(1) // as if a request were with the actor
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	seq, err := r.Admit(ctx, 1)
+	r.asking.Add(-1)
+	if err != nil || seq != 1 {
+		t.Fatalf("grant through the actor: seq %d, err %v", seq, err)
+	}
+	if got := r.nextID.Load(); got != 1 {
+		t.Fatalf("%d asks reached the actor, want 1", got)
+	}
+	r.Finish(RequestFinished{Seq: seq})
+	if seq, err := r.Admit(ctx, 1); err != nil || seq != 2 || r.nextID.Load() != 1 {
+		t.Fatalf("with nobody asking: seq %d, err %v, asks %d (want a grant without an ask)", seq, err, r.nextID.Load())
+	}
+}
+
+// A caller whose context has ended gets its error and no grant.
+func TestAdmitWithEndedContextGrantsNothing(t *testing.T) {
+	_, r := spawn(t, Limits{}, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := r.Admit(ctx, 1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v", err)
+	}
+	if q, f, _ := r.Load(); q != 0 || f != 0 {
+		t.Fatalf("queued %d, in flight %d after a cancelled admission", q, f)
+	}
+}
+
+// Many callers at once, granted at once or through the actor, never hold
+// more than MaxConcurrency grants, and every one is served; the counters
+// add up.
+func TestConcurrentAdmissionsKeepTheLimit(t *testing.T) {
+	const limit, callers, each = 3, 16, 50
+	_, r := spawn(t, Limits{MaxConcurrency: limit}, callers)
+	var held, peak atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for range callers {
+		wg.Go(func() {
+			for range each {
+				seq, err := r.Admit(ctxT(t, 10*time.Second), 1)
+				if err != nil {
+					errs <- err
+					return
+				}
+				n := held.Add(1)
+				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+				}
+				r.Accepted(seq)
+				held.Add(-1)
+				r.Finish(RequestFinished{Seq: seq, Status: 200})
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if peak.Load() > limit {
+		t.Fatalf("%d grants held at once, limit %d", peak.Load(), limit)
+	}
+	st, err := r.Stats(time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Requests != callers*each || st.InFlight != 0 || st.Queued != 0 {
+		t.Fatalf("after the run: %+v", st)
+	}
+}
