@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"encoding/json"
 	"strings"
 
 	"github.com/chorusrt/chorus/llm"
@@ -19,7 +18,7 @@ import (
 // unexpected type): parseChatSlow then parses it, so the result is
 // always what it would return (FuzzParseChatFast checks that).
 func parseChatFast(body []byte) (*llm.ChatResult, bool) {
-	if !json.Valid(body) {
+	if !jsonscan.Strict(body) {
 		return nil, false
 	}
 	var id, model, choices, usage []byte
