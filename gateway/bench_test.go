@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	goruntime "runtime"
@@ -270,10 +271,12 @@ const benchStreamBody = `{"model":"` + benchModel + `","messages":[{"role":"user
 
 func benchStreamLoopback(b *testing.B, tcp bool) {
 	h := benchHandler(b, benchRuntime(b, tcp), gateway.Options{})
-	var flushes atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	var flushes, writes atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(&flushCounter{ResponseWriter: w, n: &flushes}, r)
 	}))
+	srv.Listener = &writeCountListener{Listener: srv.Listener, n: &writes}
+	srv.Start()
 	defer srv.Close()
 	hc := srv.Client()
 	defer hc.CloseIdleConnections()
@@ -299,6 +302,7 @@ func benchStreamLoopback(b *testing.B, tcp bool) {
 		b.Fatal(err)
 	}
 	flushes.Store(0)
+	writes.Store(0)
 	p := startPerUnit(b, "delta", benchDeltas)
 	for b.Loop() {
 		if err := stream(); err != nil {
@@ -307,6 +311,32 @@ func benchStreamLoopback(b *testing.B, tcp bool) {
 	}
 	p.stop()
 	b.ReportMetric(float64(flushes.Load())/float64(b.N*benchDeltas), "flushes/delta")
+	b.ReportMetric(float64(writes.Load())/float64(b.N*benchDeltas), "writes/delta")
+}
+
+// writeCountListener counts the writes to its connections: the server's
+// write system calls.
+type writeCountListener struct {
+	net.Listener
+	n *atomic.Int64
+}
+
+func (l *writeCountListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &writeCountConn{Conn: c, n: l.n}, nil
+}
+
+type writeCountConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c *writeCountConn) Write(p []byte) (int, error) {
+	c.n.Add(1)
+	return c.Conn.Write(p)
 }
 
 func benchStreamHandler(b *testing.B, tcp bool) {

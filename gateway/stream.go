@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"net/http"
+	goruntime "runtime"
 
 	"github.com/chorusrt/chorus/llm"
 )
@@ -23,10 +24,12 @@ type streamEncoder interface {
 // status. From the first event on, the answer is 200 and a failure is an
 // in-band error frame in the client's format; the stream is never cut
 // short silently. Events already waiting are written together, at most
-// Options.FlushEvents per flush; otherwise each is flushed at once. A write
-// that fails (the client left) closes the stream, which cancels the
-// upstream call; so does the request's context, which net/http cancels
-// when the client disconnects. Memory per stream is bounded by the
+// Options.FlushEvents per flush; when none is waiting, the pump yields the
+// processor once (the producer may be in the middle of an upstream read's
+// events) and then flushes what it holds: a delta is never held for one
+// that has not arrived. A write that fails (the client left) closes the
+// stream, which cancels the upstream call; so does the request's context,
+// which net/http cancels when the client disconnects. Memory per stream is bounded by the
 // runtime's stream buffer and one flush of frames: a slow client slows only
 // its own upstream read.
 func (h *Handler) pump(w http.ResponseWriter, f format, s *llm.Stream, enc streamEncoder, headers func(http.Header)) (*llm.ChatResult, error) {
@@ -72,9 +75,26 @@ func (h *Handler) pump(w http.ResponseWriter, f format, s *llm.Stream, enc strea
 		return err == nil
 	}
 	for ok {
+		got := false
 		select {
 		case ev, ok = <-events:
+			got = true
 		default:
+		}
+		if !got && len(buf) > 0 {
+			// Nothing waiting, frames held: yield the processor once before
+			// paying for a write, so that a producer in the middle of a
+			// burst (an upstream read holds several events) can hand over
+			// the rest of it. No timer: with nothing else runnable this
+			// returns at once, and the frames go out.
+			goruntime.Gosched()
+			select {
+			case ev, ok = <-events:
+				got = true
+			default:
+			}
+		}
+		if !got {
 			// Nothing waiting: send what is held, then block for the next.
 			if !flush() {
 				s.Close()
