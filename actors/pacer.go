@@ -52,6 +52,11 @@ type budget struct {
 	repRemain int
 	repReset  time.Duration
 	repUnits  int
+	// repUnseen is what was granted before the newest report's request
+	// and still in flight when it came: a sliding window may have
+	// charged it after that request, so it can still be in the window
+	// when the report's full instant comes.
+	repUnseen int
 	// refilled says the window named by the newest report has been
 	// refilled: that window's own late reports are stale.
 	refilled bool
@@ -107,7 +112,7 @@ func (b *budget) refresh(now time.Time, units, inFlightAfter int) {
 	}
 	// What was granted after the report that named this reset is not in
 	// it and is still charged.
-	b.used = max(units-b.repUnits, 0)
+	b.used = max(units-b.repUnits, 0) + b.repUnseen
 	if b.fixed >= bucketScore {
 		b.used = inFlightAfter
 	}
@@ -187,31 +192,56 @@ func (b *budget) learn(units, limit, remaining int, reset time.Duration, unseen,
 		}
 	}
 	b.classify(units, limit, remaining, reset, now)
+	// Not in this report, at most: what was granted before its request
+	// and is still in flight (requests reach the provider out of grant
+	// order), and everything granted after it. Most of it usually is in
+	// the report (an earlier grant reached the provider earlier, and later
+	// ones often overtook the answer), so the truth lies between remaining
+	// less all of it and remaining itself.
 	pending := unseen + max(total-units, 0)
-	// Our own count of what was granted in this window bounds a window's
-	// report too: a report may miss grants that reached the provider after
-	// it. The report bounds it when another client shares the key.
-	if b.peers > 1 && !b.shared && b.known {
-		// Less remains than our own grants explain: other keys draw on
-		// this budget.
+	if !b.shared && (b.known || b.rate == 0) {
+		// The provider counted more than our own grants explain: others
+		// draw on this budget (other keys of one organisation, or
+		// another client on this key). Alone, what remains is never
+		// less than what our grants leave (a window: limit less what we
+		// granted in it; a bucket: our own level).
 		alone := float64(limit - b.used)
 		if b.rate > 0 {
-			alone = b.level
+			alone = math.Min(float64(limit), b.level+b.rate*max(now.Sub(b.levelAt), 0).Seconds())
 		}
-		if float64(remaining-pending) < alone-2 {
+		if float64(remaining) < alone-2 {
 			b.shared = true
 		}
 	}
-	fresh := max(remaining/int(b.share())-pending, 0)
-	if b.rate == 0 {
-		fresh = max(min(fresh, limit/int(b.share())-b.used), 0)
+	var fresh int
+	level := float64(remaining)/b.share() - float64(pending)
+	if b.shared {
+		// Others draw on it too: our share, less all that may be ours
+		// and uncounted.
+		fresh = max(remaining/int(b.share())-pending, 0)
+		if b.rate == 0 {
+			fresh = max(min(fresh, limit/int(b.share())-b.used), 0)
+		}
+	} else {
+		// Alone on it: our own count of what we granted (a window's
+		// used, a bucket's level) says where it stands, bounded by the
+		// report on both sides. Subtracting every grant in flight
+		// instead counts twice the ones the report already holds: a
+		// window then lost grants in every window.
+		own := float64(limit - b.used)
+		if b.rate > 0 {
+			own = math.Min(float64(limit), b.level+b.rate*max(now.Sub(b.levelAt), 0).Seconds())
+		}
+		lvl := min(max(own, level), float64(remaining))
+		fresh = max(int(math.Floor(lvl)), 0)
+		level = lvl
 	}
 	b.known = true
 	b.limit = limit
 	b.remaining = fresh
-	b.level, b.levelAt = float64(remaining)/b.share()-float64(pending), now
+	b.level, b.levelAt = level, now
 	b.refilled = false
-	b.repAt, b.repRemain, b.repReset, b.repUnits = now, remaining, reset, units
+	b.repAt, b.repRemain, b.repReset, b.repUnits, b.repUnseen = now, remaining, reset, units, unseen
 	if reset > 0 {
 		b.resetAt = now.Add(reset + resetMargin)
 	} else if b.remaining < b.limit && b.resetAt.IsZero() {
@@ -475,6 +505,11 @@ func (p *pacer) release(seq uint64, rl llm.RateLimit, rateLimited bool, retryAft
 		for _, b := range []*budget{&p.reqs, &p.toks} {
 			if !b.known {
 				continue
+			}
+			if b.peers > 1 && !b.shared && (rl.HasRequests || rl.HasTokens || p.last.HasRequests || p.last.HasTokens) {
+				// A provider that reports its limits refused a request we
+				// paced within them: other keys draw on this budget.
+				b.shared = true
 			}
 			if b.shared && b.peers > 1 && b.rate > 0 {
 				// A bucket shared with other keys: the refusal says they

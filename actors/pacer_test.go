@@ -331,3 +331,67 @@ func TestPacerSharedBucket(t *testing.T) {
 		t.Fatalf("at a shared window's reset: remaining %d, want 1 (a probe)", r)
 	}
 }
+
+// TestPacerCountsInFlightOnce: a report on one request usually counts the
+// grants still in flight before it (they reached the provider first) and
+// often later ones too. A key alone on its window must not subtract them
+// again: with 16 in flight and a report saying 4 of 20 remain, 4 more may
+// go, not none (the pacer lost a quarter of every window so). Two keys with
+// budgets of their own are not read as sharing one, and a 429 on a budget
+// paced within its reports is (other keys drew on it).
+func TestPacerCountsInFlightOnce(t *testing.T) {
+	for _, peers := range []int{1, 2} {
+		now := time.Now()
+		p := newPacer(Limits{}, now)
+		p.reqs.peers = peers
+		var seqs []uint64
+		for range 16 {
+			seqs = append(seqs, p.grant(1))
+		}
+		// The last grant's answer comes first: the provider counted all 16.
+		p.release(seqs[15], llm.RateLimit{HasRequests: true, LimitRequests: 20, RemainingRequests: 4, ResetRequests: 400 * time.Millisecond}, false, 0, false, now)
+		if p.reqs.remaining != 4 {
+			t.Fatalf("peers %d: remaining %d after a report counting all 16 grants, want 4", peers, p.reqs.remaining)
+		}
+		if p.reqs.shared {
+			t.Fatalf("peers %d: a budget our own grants explain read as shared", peers)
+		}
+		// An earlier grant's answer, counted before the last ones.
+		p.release(seqs[3], llm.RateLimit{HasRequests: true, LimitRequests: 20, RemainingRequests: 16, ResetRequests: 398 * time.Millisecond}, false, 0, false, now.Add(time.Millisecond))
+		if p.reqs.remaining != 4 {
+			t.Fatalf("peers %d: an older report moved remaining to %d", peers, p.reqs.remaining)
+		}
+		for i := range 4 {
+			if b, _ := p.blocked(1, now.Add(2*time.Millisecond)); b {
+				t.Fatalf("peers %d: grant %d of the 4 left blocked", peers, i)
+			}
+			p.grant(1)
+		}
+		if b, _ := p.blocked(1, now.Add(2*time.Millisecond)); !b {
+			t.Fatalf("peers %d: admitted past the window's limit", peers)
+		}
+	}
+
+	// Another key of the organisation drew on it: the provider counted
+	// more than this key granted.
+	now := time.Now()
+	p := newPacer(Limits{}, now)
+	p.reqs.peers = 2
+	s1, s2 := p.grant(1), p.grant(1)
+	p.release(s1, llm.RateLimit{HasRequests: true, LimitRequests: 20, RemainingRequests: 10, ResetRequests: 400 * time.Millisecond}, false, 0, false, now)
+	if !p.reqs.shared {
+		t.Fatal("10 of 20 gone after 2 grants: not read as shared")
+	}
+	_ = s2
+	q := newPacer(Limits{}, now)
+	q.reqs.peers = 2
+	a, b := q.grant(1), q.grant(1)
+	q.release(a, llm.RateLimit{HasRequests: true, LimitRequests: 20, RemainingRequests: 18, ResetRequests: 400 * time.Millisecond}, false, 0, false, now)
+	if q.reqs.shared {
+		t.Fatal("read as shared before any sign")
+	}
+	q.release(b, llm.RateLimit{}, true, 100*time.Millisecond, false, now)
+	if !q.reqs.shared {
+		t.Fatal("a 429 within the reported budget did not read it as shared")
+	}
+}
