@@ -125,6 +125,17 @@ func (Codec) ChatRequest(req *llm.ChatRequest, o wire.BuildOptions) (*wire.Reque
 	if strings.TrimSpace(req.Model) == "" {
 		return nil, &llm.ConfigError{Field: "model", Msg: "is empty"}
 	}
+	if plainChat(req) {
+		if wreq, ok := appendPlainChat(req, o); ok {
+			return wreq, nil
+		}
+	}
+	return chatRequestJSON(req, o)
+}
+
+// chatRequestJSON is ChatRequest through encoding/json: every request the
+// append encoder (request_append.go) does not take.
+func chatRequestJSON(req *llm.ChatRequest, o wire.BuildOptions) (*wire.Request, error) {
 	body := chatBody{Model: req.Model}
 
 	msgs, err := buildMessages(req, o.Quirks)
@@ -197,8 +208,17 @@ func (Codec) ChatRequest(req *llm.ChatRequest, o wire.BuildOptions) (*wire.Reque
 		}
 	}
 
+	if err := chatScalars(&body, req, o); err != nil {
+		return nil, err
+	}
+	return wire.PostJSON(chatPath, &body, o.Stream, req.Headers)
+}
+
+// chatScalars sets the body's fields that are neither messages, tools,
+// tool choice nor response format: both encoders share it.
+func chatScalars(body *chatBody, req *llm.ChatRequest, o wire.BuildOptions) error {
 	if req.MaxTokens < 0 {
-		return nil, &llm.ConfigError{Field: "max_tokens", Msg: "is negative"}
+		return &llm.ConfigError{Field: "max_tokens", Msg: "is negative"}
 	}
 	if req.MaxTokens > 0 {
 		if o.Quirks.MaxCompletionTokens {
@@ -217,12 +237,11 @@ func (Codec) ChatRequest(req *llm.ChatRequest, o wire.BuildOptions) (*wire.Reque
 			body.StreamOptions = &streamOptions{IncludeUsage: true}
 		}
 	}
-	if err := applyReasoning(&body, req.Reasoning, o); err != nil {
-		return nil, err
+	if err := applyReasoning(body, req.Reasoning, o); err != nil {
+		return err
 	}
 	body.PromptCacheKey, body.PromptCacheRetention = promptCache(req, o)
-
-	return wire.PostJSON(chatPath, &body, o.Stream, req.Headers)
+	return nil
 }
 
 // sampling returns copies of the request's temperature, top_p and seed,
