@@ -91,6 +91,43 @@ func (h *Handler) relay(w http.ResponseWriter, f format, s *llm.Stream, enc stre
 	}
 }
 
+// The x-chorus-* header names, in the canonical form http.Header keeps
+// (TestHeaderNamesAreCanonical): set as map keys directly, they cost no
+// canonicalization.
+const (
+	hdrModel        = "X-Chorus-Model"
+	hdrProvider     = "X-Chorus-Provider"
+	hdrCredential   = "X-Chorus-Credential"
+	hdrFallbackStep = "X-Chorus-Fallback-Step"
+	hdrAttempts     = "X-Chorus-Attempts"
+	hdrQueueMS      = "X-Chorus-Queue-Ms"
+	hdrHTTPAttempts = "X-Chorus-Http-Attempts"
+	hdrCostUSD      = "X-Chorus-Cost-Usd"
+)
+
+// headerSetter sets header values with canonical names, all of them in one
+// backing array: Header.Set allocates a slice per value, and a key per
+// name that is not already canonical.
+type headerSetter struct {
+	hd   http.Header
+	vals []string
+}
+
+func newHeaderSetter(hd http.Header, n int) headerSetter {
+	return headerSetter{hd: hd, vals: make([]string, 0, n)}
+}
+
+// set sets canonical name to v, as hd.Set(name, v) does.
+func (s *headerSetter) set(name, v string) {
+	if len(s.vals) == cap(s.vals) {
+		s.hd[name] = []string{v}
+		return
+	}
+	s.vals = append(s.vals, v)
+	n := len(s.vals)
+	s.hd[name] = s.vals[n-1 : n : n]
+}
+
 // chorusHeaders names what served a call (or, for a failed one, what was
 // tried last): the x-chorus-* headers. meta (buffered answers only) adds
 // the HTTP attempts of the placement that served.
@@ -98,16 +135,17 @@ func chorusHeaders(hd http.Header, rep *runtime.CallReport, meta *llm.ResponseMe
 	if rep.Attempts == 0 {
 		return // never placed: nothing served
 	}
-	hd.Set("x-chorus-model", rep.Model)
-	hd.Set("x-chorus-provider", rep.Provider)
-	hd.Set("x-chorus-credential", rep.Credential)
-	hd.Set("x-chorus-fallback-step", strconv.Itoa(rep.Step))
-	hd.Set("x-chorus-attempts", strconv.Itoa(rep.Attempts))
-	hd.Set("x-chorus-queue-ms", strconv.FormatFloat(float64(rep.QueueWait.Microseconds())/1000, 'f', 3, 64))
+	s := newHeaderSetter(hd, 8)
+	s.set(hdrModel, rep.Model)
+	s.set(hdrProvider, rep.Provider)
+	s.set(hdrCredential, rep.Credential)
+	s.set(hdrFallbackStep, strconv.Itoa(rep.Step))
+	s.set(hdrAttempts, strconv.Itoa(rep.Attempts))
+	s.set(hdrQueueMS, strconv.FormatFloat(float64(rep.QueueWait.Microseconds())/1000, 'f', 3, 64))
 	if meta != nil && meta.Attempts > 0 {
-		hd.Set("x-chorus-http-attempts", strconv.Itoa(meta.Attempts))
+		s.set(hdrHTTPAttempts, strconv.Itoa(meta.Attempts))
 	}
 	if meta != nil && rep.Priced { // a stream's cost is not known yet: never read it here
-		hd.Set("x-chorus-cost-usd", strconv.FormatFloat(rep.Cost, 'f', -1, 64))
+		s.set(hdrCostUSD, strconv.FormatFloat(rep.Cost, 'f', -1, 64))
 	}
 }

@@ -274,8 +274,17 @@ func writeList[T any](h *Handler, w http.ResponseWriter, page []T, id func(*T) s
 	h.writeJSON(w, out)
 }
 
-// readBody reads a capped request body.
+// readBody reads a capped request body. A body whose length is declared
+// (and within the cap) is read into a buffer of exactly that size, in one
+// allocation; any other is read through http.MaxBytesReader.
 func (h *Handler) readBody(r *http.Request) ([]byte, *Error) {
+	if n := r.ContentLength; n > 0 && n <= h.opts.MaxBodyBytes {
+		b := make([]byte, n)
+		if _, err := io.ReadFull(r.Body, b); err != nil {
+			return nil, &Error{Status: http.StatusBadRequest, Message: "reading the request body failed"}
+		}
+		return b, nil
+	}
 	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, h.opts.MaxBodyBytes))
 	if err != nil {
 		var mb *http.MaxBytesError

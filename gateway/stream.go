@@ -49,9 +49,10 @@ func (h *Handler) pump(w http.ResponseWriter, f format, s *llm.Stream, enc strea
 		}
 	}
 	hd := w.Header()
-	hd.Set("Content-Type", "text/event-stream; charset=utf-8")
-	hd.Set("Cache-Control", "no-cache")
-	hd.Set("X-Accel-Buffering", "no")
+	hs := newHeaderSetter(hd, 3)
+	hs.set("Content-Type", "text/event-stream; charset=utf-8")
+	hs.set("Cache-Control", "no-cache")
+	hs.set("X-Accel-Buffering", "no")
 	if headers != nil {
 		headers(hd)
 	}
