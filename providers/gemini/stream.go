@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unsafe"
 
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/providers/internal/jsonscan"
@@ -22,13 +21,9 @@ var errEmptyBody = errors.New("empty body")
 type decoder struct {
 	b llm.ResultBuilder
 
-	// text is the answer's text so far, kept here rather than in b: text
-	// events are decoded straight onto its end, and each event's Text is a
-	// string over the bytes it added (see emitText). Bytes below its
-	// length are never written again (it only grows by append), so those
-	// strings stay immutable however the buffer grows, and a delta costs
-	// no allocation of its own. Result's Content is all of it.
-	text []byte
+	// text is the answer's text so far, kept here rather than in b (see
+	// textBuf): Result's Content is all of it.
+	text textBuf
 
 	complete bool
 	finished bool // an EventFinish was emitted
@@ -197,54 +192,27 @@ func (d *decoder) textOnly(data []byte, emit wire.Emit) (bool, error) {
 	if n == 0 || len(data) <= n || string(data[:n]) != string(d.before) {
 		return false, nil
 	}
-	d.reserve(len(data) - n - len(d.after))
-	start := len(d.text)
-	text, m, err := jsonscan.AppendStringPrefix(d.text, data[n:])
+	d.text.reserve(len(data) - n - len(d.after))
+	start := len(d.text.cur)
+	text, m, err := jsonscan.AppendStringPrefix(d.text.cur, data[n:])
 	if err != nil || string(data[n+m:]) != string(d.after) {
 		return false, nil
 	}
-	d.keepText(text)
+	d.text.keep(text)
 	if !d.emitText(start, emit) {
 		return true, wire.ErrAborted
 	}
 	return true, nil
 }
 
-// keepText makes t, d.text with decoded text appended, the new d.text.
-// When the append stayed in d.text's array (reserve made room) only the
-// length is stored: re-slicing a field in place needs no GC write
-// barrier, where storing the new slice would.
-func (d *decoder) keepText(t []byte) {
-	if cap(t) == cap(d.text) && len(t) > 0 && cap(t) > 0 && unsafe.SliceData(t) == unsafe.SliceData(d.text) {
-		d.text = d.text[:len(t)]
-		return
-	}
-	d.text = t
-}
-
-// reserve makes room in d.text for n more bytes (a text's raw length,
-// which its decoding seldom exceeds), doubling its capacity when it
-// grows: append's own growth (a quarter at a time past 256 bytes) would
-// allocate and copy about three times the text of a long answer.
-func (d *decoder) reserve(n int) {
-	if cap(d.text)-len(d.text) >= n {
-		return
-	}
-	t := make([]byte, len(d.text), max(2*cap(d.text), len(d.text)+n, 256))
-	copy(t, d.text)
-	d.text = t
-}
-
-// emitText emits the text that decoding a part appended to d.text from
-// start on, if any.
+// emitText emits the text that decoding a part appended to d.text's
+// current block from start on, if any.
 func (d *decoder) emitText(start int, emit wire.Emit) bool {
-	n := len(d.text) - start
-	if n == 0 {
+	s := d.text.view(start)
+	if s == "" {
 		return true
 	}
-	// The string is over bytes of d.text that are never written again
-	// (see decoder.text).
-	return emit(llm.Event{Type: llm.EventText, Text: unsafe.String(&d.text[start], n)})
+	return emit(llm.Event{Type: llm.EventText, Text: s})
 }
 
 // keepTemplate records data's bytes around its text value when data, just
@@ -443,13 +411,13 @@ func (d *decoder) part(p *rawPart, emit wire.Emit) error {
 		}
 	case hasText:
 		d.flushThought()
-		d.reserve(len(text))
-		start := len(d.text)
-		t, err := jsonscan.AppendString(d.text, text)
+		d.text.reserve(len(text))
+		start := len(d.text.cur)
+		t, err := jsonscan.AppendString(d.text.cur, text)
 		if err != nil {
 			return decodeError("text", err)
 		}
-		d.keepText(t)
+		d.text.keep(t)
 		if !d.emitText(start, emit) {
 			return wire.ErrAborted
 		}
@@ -711,9 +679,7 @@ func (d *decoder) Complete() bool { return d.complete }
 // (no signature or later part closed it yet) is included as the last block.
 func (d *decoder) Result() *llm.ChatResult {
 	r := d.b.Result()
-	if len(d.text) > 0 {
-		r.Content = unsafe.String(&d.text[0], len(d.text))
-	}
+	r.Content = d.text.String()
 	if d.thoughtOpen {
 		r.ThinkingBlocks = append(r.ThinkingBlocks, llm.ThinkingBlock{Format: formatName, Text: d.thought.String()})
 	}

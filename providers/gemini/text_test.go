@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/chorusrt/chorus/llm"
 )
@@ -39,6 +40,9 @@ func TestTextEventsOutliveTheBuffer(t *testing.T) {
 			if _, err := d.Feed(nil, []byte(chunk), emit); err != nil {
 				t.Fatal(err)
 			}
+		case i == 2100:
+			// Longer than a whole block.
+			text = strings.Repeat("long ", 5000)
 		case i%79 == 11:
 			bad := `{"candidates": [{"content": {"parts": [{"text": "lost \q"}],"role": "model"},"index": 0}],"usageMetadata": ` + usage + `}`
 			if _, err := d.Feed(nil, []byte(bad), emit); err == nil {
@@ -71,5 +75,40 @@ func TestTextEventsOutliveTheBuffer(t *testing.T) {
 	}
 	if mid.Content != midContent || mid.Content != strings.Join(want[:1501], "") {
 		t.Fatal("a result taken mid-stream changed as the stream went on")
+	}
+	if len(d.text.full) < 3 {
+		t.Fatalf("the text took %d full blocks; the test wants it to span several", len(d.text.full))
+	}
+}
+
+// TestTextBufJoins: a text that fits its first block is its own Content;
+// one that spans blocks is joined once and joined again only when more
+// text arrived.
+func TestTextBufJoins(t *testing.T) {
+	var b textBuf
+	add := func(s string) {
+		b.reserve(len(s))
+		b.keep(append(b.cur, s...))
+	}
+	add("hello")
+	if b.String() != "hello" || len(b.full) != 0 {
+		t.Fatalf("one block: %q, %d full blocks", b.String(), len(b.full))
+	}
+	want := "hello"
+	for i := range 200 {
+		s := strconv.Itoa(i) + strings.Repeat("x", i%7)
+		add(s)
+		want += s
+	}
+	s1 := b.String()
+	if s1 != want || len(b.full) == 0 {
+		t.Fatalf("joined %d bytes over %d full blocks, want %d", len(s1), len(b.full), len(want))
+	}
+	if s2 := b.String(); unsafe.StringData(s2) != unsafe.StringData(s1) {
+		t.Fatal("the text was joined again with nothing new")
+	}
+	add("!")
+	if s3 := b.String(); s3 != want+"!" || s1 != want {
+		t.Fatalf("after more text: %q (earlier join now %q)", s3[len(s3)-3:], s1[len(s1)-3:])
 	}
 }
