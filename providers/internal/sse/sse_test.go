@@ -303,3 +303,105 @@ func TestReaderSameEventsHoweverReadsSplit(t *testing.T) {
 		sameEvents(t, []byte(b))
 	}
 }
+
+// drip hands out its pieces one per Read, as a network body does when each
+// arrives in its own segment: a Read returns at most the next piece.
+type drip struct{ pieces []string }
+
+func (d *drip) Read(p []byte) (int, error) {
+	if len(d.pieces) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, d.pieces[0])
+	if n < len(d.pieces[0]) {
+		d.pieces[0] = d.pieces[0][n:]
+	} else {
+		d.pieces = d.pieces[1:]
+	}
+	return n, nil
+}
+
+// TestReaderHoldsNoPooledBufferWhileWaiting: events that arrive one small
+// read at a time are framed in the Reader's own small buffer; a burst
+// bigger than it takes a pooled buffer, which goes back to the pool before
+// the read that would wait for the network.
+func TestReaderHoldsNoPooledBufferWhileWaiting(t *testing.T) {
+	ev := `data: {"choices":[{"delta":{"content":"hi"}}]}` + "\n\n"
+	burst := strings.Repeat(ev, 40) // > idleSize, < bufferSize
+	r := NewReader(&drip{pieces: []string{ev, ev, burst, ev}}, nil)
+	for i := range 2 {
+		got, err := r.Next()
+		if err != nil || string(got.Data) != ev[len("data: "):len(ev)-2] {
+			t.Fatalf("event %d: %q, %v", i, got.Data, err)
+		}
+		if r.pooled != nil {
+			t.Fatalf("event %d: a small event took a pooled buffer", i)
+		}
+	}
+	pooled := false
+	for i := range 40 {
+		if _, err := r.Next(); err != nil {
+			t.Fatalf("burst event %d: %v", i, err)
+		}
+		pooled = pooled || r.pooled != nil
+	}
+	if !pooled {
+		t.Fatal("a burst over the small buffer was read without a pooled one")
+	}
+	// The burst's read was short: the next read waits, in the small buffer.
+	if _, err := r.Next(); err != nil {
+		t.Fatal(err)
+	}
+	if r.pooled != nil {
+		t.Fatal("the pooled buffer was held across the read after a short one")
+	}
+	if _, err := r.Next(); err != io.EOF {
+		t.Fatalf("end: %v", err)
+	}
+}
+
+// TestReaderDataOutlivesRefill: an event whose data line is in the buffer
+// but whose blank line needs another read keeps its data when the buffer
+// moves (small to pooled, pooled to small, slid).
+func TestReaderDataOutlivesRefill(t *testing.T) {
+	data := strings.Repeat("d", 300)
+	big := strings.Repeat("e", 3000)
+	r := NewReader(&drip{pieces: []string{
+		"event: first\ndata: " + data + "\n", "\n",
+		"data: " + big + "\n", "\ndata: x\n\n",
+		"event: ev", "ent\ndata: a", "b\n\n",
+	}}, nil)
+	for _, want := range []string{"first|" + data, "|" + big, "|x", "event|ab"} {
+		got, err := r.Next()
+		if err != nil || string(got.Name)+"|"+string(got.Data) != want {
+			t.Fatalf("got %.40q (%v), want %.40q", string(got.Name)+"|"+string(got.Data), err, want)
+		}
+	}
+}
+
+func TestReaderRelease(t *testing.T) {
+	r := NewReader(strings.NewReader(strings.Repeat("data: x\n\n", 1000)), nil)
+	for range 100 { // past the first, small, read
+		if _, err := r.Next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.pooled == nil {
+		t.Fatal("a body read whole should be framed in a pooled buffer")
+	}
+	r.Release()
+	r.Release() // idempotent
+	if r.pooled != nil {
+		t.Fatal("Release kept the pooled buffer")
+	}
+	if _, err := r.Next(); err == nil {
+		t.Fatal("Next after Release returned an event")
+	}
+}
+
+func TestReaderNoProgress(t *testing.T) {
+	r := NewReader(iotest.ErrReader(nil), nil) // (0, nil) forever
+	if _, err := r.Next(); err != io.ErrNoProgress {
+		t.Fatalf("got %v, want io.ErrNoProgress", err)
+	}
+}
