@@ -55,12 +55,12 @@ func (h *Handler) anthropicCountTokens(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, f, errorFor(err))
 		return
 	}
-	done, ok := h.call(w, r, f, sm.Chat.Model, ks)
+	adm, ok := h.call(w, r, f, sm.Chat.Model, ks)
 	if !ok {
 		return
 	}
 	res, err := h.rt.CountTokens(r.Context(), sm.Chat)
-	done(llm.Usage{})
+	adm.end(llm.Usage{})
 	if err != nil {
 		h.fail(w, f, errorFor(err))
 		return

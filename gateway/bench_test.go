@@ -449,6 +449,15 @@ func (s *sseSink) Write(p []byte) (int, error) {
 	}
 }
 
+// manyKeys is n gateway keys, k among them.
+func manyKeys(n int, k gateway.Key) []gateway.Key {
+	keys := make([]gateway.Key, 0, n)
+	for i := range n - 1 {
+		keys = append(keys, gateway.Key{Name: "other-" + strconv.Itoa(i), SHA256: gateway.HashKey("other-key-" + strconv.Itoa(i))})
+	}
+	return append(keys, k)
+}
+
 const benchChatBody = `{"model":"` + benchModel + `","messages":[{"role":"user","content":"Say hi"}],"max_tokens":1024}`
 
 // BenchmarkChatInProcess is the reference for a small buffered request:
@@ -472,8 +481,9 @@ func BenchmarkChatInProcess(b *testing.B) {
 
 // BenchmarkChatGateway is a small buffered POST /v1/chat/completions
 // through the handler: into an httptest.ResponseRecorder, with and
-// without a gateway key (authentication, limits, x-ratelimit-* headers),
-// and over a loopback HTTP server with the answer read whole.
+// without a gateway key (authentication, limits, x-ratelimit-* headers;
+// one key configured, or a thousand), and over a loopback HTTP server with
+// the answer read whole.
 func BenchmarkChatGateway(b *testing.B) {
 	const key = "gw-bench-key"
 	for _, c := range []struct {
@@ -483,6 +493,7 @@ func BenchmarkChatGateway(b *testing.B) {
 	}{
 		{"handler", gateway.Options{}, ""},
 		{"handler-keyed", gateway.Options{Keys: []gateway.Key{{Name: "bench", SHA256: gateway.HashKey(key), RPM: 1 << 30, TPM: 1 << 40, Concurrency: 1 << 20}}}, "Bearer " + key},
+		{"handler-keyed-1000", gateway.Options{Keys: manyKeys(1000, gateway.Key{Name: "bench", SHA256: gateway.HashKey(key), RPM: 1 << 30, TPM: 1 << 40, Concurrency: 1 << 20})}, "Bearer " + key},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			h := benchHandler(b, benchRuntime(b, false), c.opts)

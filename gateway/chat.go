@@ -42,7 +42,7 @@ func (h *Handler) begin(w http.ResponseWriter, r *http.Request, f format) (*keyS
 // buffered or streamed, and answers in the client's format. model is the
 // name the client asked for (what the key is checked against).
 func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, ks *keyState, req *llm.ChatRequest, model string, stream bool, c chatCodec) {
-	done, ok := h.call(w, r, c.f, model, ks)
+	adm, ok := h.call(w, r, c.f, model, ks)
 	if !ok {
 		return
 	}
@@ -51,12 +51,12 @@ func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, ks *keyState
 	if !stream {
 		res, err := h.rt.Chat(ctx, req)
 		if err != nil {
-			done(llm.Usage{})
+			adm.end(llm.Usage{})
 			chorusHeaders(w.Header(), rep, nil)
 			h.fail(w, c.f, errorFor(err))
 			return
 		}
-		done(res.Usage)
+		adm.end(res.Usage)
 		b, err := c.encode(res)
 		if err != nil {
 			h.fail(w, c.f, errorFor(err))
@@ -69,25 +69,25 @@ func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, ks *keyState
 	}
 	s, err := h.rt.Stream(ctx, req)
 	if err != nil {
-		done(llm.Usage{})
+		adm.end(llm.Usage{})
 		h.fail(w, c.f, errorFor(err))
 		return
 	}
-	h.relay(w, c.f, s, c.stream(), rep, done)
+	h.relay(w, c.f, s, c.stream(), rep, &adm)
 }
 
 // relay pumps a stream with the x-chorus-* headers known at its first
 // event, sends its cost as a trailer when priced, and charges the key.
-func (h *Handler) relay(w http.ResponseWriter, f format, s *llm.Stream, enc streamEncoder, rep *runtime.CallReport, done func(llm.Usage)) {
+func (h *Handler) relay(w http.ResponseWriter, f format, s *llm.Stream, enc streamEncoder, rep *runtime.CallReport, adm *admission) {
 	res, _ := h.pump(w, f, s, enc, func(hd http.Header) { chorusHeaders(hd, rep, nil) })
 	// pump returned after the stream's Result: the whole report is final.
 	if rep.Priced {
 		w.Header().Set(http.TrailerPrefix+"x-chorus-cost-usd", strconv.FormatFloat(rep.Cost, 'f', -1, 64))
 	}
 	if res != nil {
-		done(res.Usage)
+		adm.end(res.Usage)
 	} else {
-		done(llm.Usage{})
+		adm.end(llm.Usage{})
 	}
 }
 

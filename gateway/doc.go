@@ -99,8 +99,9 @@
 // loopback only ("chorus serve" refuses any other address without keys).
 // With keys, every request must present one the way its SDK sends it:
 // Authorization: Bearer (OpenAI), x-api-key (Anthropic), x-goog-api-key or
-// ?key= (Gemini). Only SHA-256 hashes are kept and compared in constant
-// time. A key may be limited to models (exact names or "provider/*"; 403
+// ?key= (Gemini). Only SHA-256 hashes are kept; a presented key is hashed
+// and looked up by its hash, so the time taken depends on the hash of what
+// the client sent, never on how much of a key it guessed. A key may be limited to models (exact names or "provider/*"; 403
 // otherwise), to requests and tokens per minute, and to calls in flight;
 // past a limit the answer is 429 with retry-after. The window is a fixed
 // minute from the first request after the previous window ended; tokens are

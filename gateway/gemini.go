@@ -81,19 +81,19 @@ func (h *Handler) geminiEmbed(w http.ResponseWriter, r *http.Request, model stri
 		h.fail(w, f, errorFor(err))
 		return
 	}
-	done, ok := h.call(w, r, f, model, ks)
+	adm, ok := h.call(w, r, f, model, ks)
 	if !ok {
 		return
 	}
 	rep := new(runtime.CallReport)
 	res, err := h.rt.Embed(runtime.WithCallReport(r.Context(), rep), req)
 	if err != nil {
-		done(llm.Usage{})
+		adm.end(llm.Usage{})
 		chorusHeaders(w.Header(), rep, nil)
 		h.fail(w, f, errorFor(err))
 		return
 	}
-	done(res.Usage)
+	adm.end(res.Usage)
 	b, err := gemini.EncodeServerEmbed(res, batch)
 	if err != nil {
 		h.fail(w, f, errorFor(err))

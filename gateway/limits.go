@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/providers/openai"
 )
 
@@ -48,39 +49,54 @@ func (k *keyState) view(now time.Time) limitsView {
 	}
 }
 
+// admission is one admitted call's hold on its key's budgets: end
+// releases it, once. The zero admission (no key) holds nothing. It is a
+// value, used by the one goroutine serving the call, so admitting a call
+// allocates nothing.
+type admission struct {
+	k     *keyState
+	start time.Time // the window the call was admitted in
+	ended bool
+}
+
+// end ends the call: it leaves the key's calls in flight, and its tokens
+// are charged to the window it was admitted in (not to a later one). Only
+// the first end counts.
+func (a *admission) end(u llm.Usage) {
+	if a.k == nil || a.ended {
+		return
+	}
+	a.ended = true
+	k := a.k
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.inFlight--
+	if k.start.Equal(a.start) {
+		k.toks += u.TotalTokens()
+	}
+}
+
 // admit takes one request from the key's budgets. A request is refused
 // with 429 when the window's requests are spent, when its tokens are spent
 // (tokens are charged after each call from the usage it reported, so a call
 // may overrun the last few tokens of a window), or when Concurrency calls
-// are in flight. release ends the call and charges its tokens.
-func (k *keyState) admit(now time.Time) (release func(tokens int), v limitsView, e *Error) {
+// are in flight. The admission's end ends the call and charges its tokens.
+func (k *keyState) admit(now time.Time) (a admission, v limitsView, e *Error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.roll(now)
 	v = k.view(now)
 	switch {
 	case k.key.RPM > 0 && k.reqs >= k.key.RPM:
-		return nil, v, &Error{Status: http.StatusTooManyRequests, Message: fmt.Sprintf("gateway key %q: %d requests per minute reached", k.key.Name, k.key.RPM), RetryAfter: v.reset}
+		return a, v, &Error{Status: http.StatusTooManyRequests, Message: fmt.Sprintf("gateway key %q: %d requests per minute reached", k.key.Name, k.key.RPM), RetryAfter: v.reset}
 	case k.key.TPM > 0 && k.toks >= k.key.TPM:
-		return nil, v, &Error{Status: http.StatusTooManyRequests, Message: fmt.Sprintf("gateway key %q: %d tokens per minute reached", k.key.Name, k.key.TPM), RetryAfter: v.reset}
+		return a, v, &Error{Status: http.StatusTooManyRequests, Message: fmt.Sprintf("gateway key %q: %d tokens per minute reached", k.key.Name, k.key.TPM), RetryAfter: v.reset}
 	case k.key.Concurrency > 0 && k.inFlight >= k.key.Concurrency:
-		return nil, v, &Error{Status: http.StatusTooManyRequests, Message: fmt.Sprintf("gateway key %q: %d calls in flight", k.key.Name, k.key.Concurrency), RetryAfter: time.Second}
+		return a, v, &Error{Status: http.StatusTooManyRequests, Message: fmt.Sprintf("gateway key %q: %d calls in flight", k.key.Name, k.key.Concurrency), RetryAfter: time.Second}
 	}
 	k.reqs++
 	k.inFlight++
-	v = k.view(now)
-	start := k.start
-	var once sync.Once
-	return func(tokens int) {
-		once.Do(func() {
-			k.mu.Lock()
-			defer k.mu.Unlock()
-			k.inFlight--
-			if k.start.Equal(start) {
-				k.toks += tokens
-			}
-		})
-	}, v, nil
+	return admission{k: k, start: k.start}, k.view(now), nil
 }
 
 // allows reports whether the key may call model.

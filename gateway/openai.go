@@ -13,22 +13,22 @@ import (
 
 // call is what every endpoint does before calling the runtime: it
 // authenticates, checks the model against the key and takes the key's
-// budgets. done ends the call, charging its tokens.
-func (h *Handler) call(w http.ResponseWriter, r *http.Request, f format, model string, ks *keyState) (done func(llm.Usage), ok bool) {
+// budgets. The admission's end ends the call, charging its tokens.
+func (h *Handler) call(w http.ResponseWriter, r *http.Request, f format, model string, ks *keyState) (a admission, ok bool) {
 	if ks == nil {
-		return func(llm.Usage) {}, true
+		return a, true
 	}
 	if !ks.allows(model) {
 		h.fail(w, f, &Error{Status: http.StatusForbidden, Message: "gateway key " + strconv.Quote(ks.key.Name) + " may not call model " + strconv.Quote(model)})
-		return nil, false
+		return a, false
 	}
-	release, v, e := ks.admit(h.opts.Now())
+	a, v, e := ks.admit(h.opts.Now())
 	setRateLimitHeaders(w.Header(), v)
 	if e != nil {
 		h.fail(w, f, e)
-		return nil, false
+		return a, false
 	}
-	return func(u llm.Usage) { release(u.TotalTokens()) }, true
+	return a, true
 }
 
 func (h *Handler) openAIChat(w http.ResponseWriter, r *http.Request) {
@@ -131,19 +131,19 @@ func (h *Handler) openAIEmbeddings(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, f, errorFor(err))
 		return
 	}
-	done, ok := h.call(w, r, f, req.Model, ks)
+	adm, ok := h.call(w, r, f, req.Model, ks)
 	if !ok {
 		return
 	}
 	rep := new(runtime.CallReport)
 	res, err := h.rt.Embed(runtime.WithCallReport(r.Context(), rep), req)
 	if err != nil {
-		done(llm.Usage{})
+		adm.end(llm.Usage{})
 		chorusHeaders(w.Header(), rep, nil)
 		h.fail(w, f, errorFor(err))
 		return
 	}
-	done(res.Usage)
+	adm.end(res.Usage)
 	out, err := openai.EncodeServerEmbed(res, req.Model, b64)
 	if err != nil {
 		h.fail(w, f, errorFor(err))

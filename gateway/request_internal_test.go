@@ -102,3 +102,40 @@ func TestReadBody(t *testing.T) {
 		})
 	}
 }
+
+// TestAdmissionEndsOnce: an admission's end leaves the calls in flight
+// once however often it is called, charges its tokens to the window it
+// was admitted in only, and the zero admission (no key) does nothing.
+func TestAdmissionEndsOnce(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	k := newKeyState(Key{Name: "k", Concurrency: 2, TPM: 1000})
+	a, _, e := k.admit(now)
+	if e != nil {
+		t.Fatal(e)
+	}
+	b, _, e := k.admit(now)
+	if e != nil {
+		t.Fatal(e)
+	}
+	if _, _, e := k.admit(now); e == nil || e.Status != http.StatusTooManyRequests {
+		t.Fatalf("a third call in flight of two: %v", e)
+	}
+	a.end(llm.Usage{PromptTokens: 10, CompletionTokens: 5})
+	a.end(llm.Usage{PromptTokens: 10, CompletionTokens: 5})
+	if k.inFlight != 1 || k.toks != 15 {
+		t.Fatalf("after one end called twice: in flight %d, tokens %d; want 1, 15", k.inFlight, k.toks)
+	}
+	// b was admitted in a window that has ended: its tokens are not
+	// charged to the next one.
+	c, _, e := k.admit(now.Add(window))
+	if e != nil {
+		t.Fatal(e)
+	}
+	b.end(llm.Usage{PromptTokens: 100})
+	c.end(llm.Usage{CompletionTokens: 7})
+	if k.inFlight != 0 || k.toks != 7 {
+		t.Fatalf("across windows: in flight %d, tokens %d; want 0, 7", k.inFlight, k.toks)
+	}
+	var none admission
+	none.end(llm.Usage{PromptTokens: 1})
+}
