@@ -1,9 +1,11 @@
 package providers
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -105,6 +107,19 @@ func (c *Client) budget(ctx context.Context) (context.Context, context.CancelFun
 	return context.WithCancel(ctx)
 }
 
+// withinBudget reports whether ctx already ends no later than the client's
+// whole-call budget would: a buffered call then needs no context of its own
+// (the runtime's call context carries the same budget, so deriving another
+// only cost a timer and four allocations per call). Nothing of a buffered
+// call outlives it, so there is nothing for a cancel of its own to stop.
+func (c *Client) withinBudget(ctx context.Context) bool {
+	if c.timeout <= 0 {
+		return false
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !dl.After(time.Now().Add(c.timeout))
+}
+
 // Chat performs a buffered chat call.
 func (c *Client) Chat(ctx context.Context, req *llm.ChatRequest) (*llm.ChatResult, error) {
 	if err := req.Validate(); err != nil {
@@ -117,8 +132,11 @@ func (c *Client) Chat(ctx context.Context, req *llm.ChatRequest) (*llm.ChatResul
 // (the runtime validates once, before admission, so a bad request never
 // spends a grant).
 func (c *Client) ChatValidated(ctx context.Context, req *llm.ChatRequest) (*llm.ChatResult, error) {
-	ctx, cancel := c.budget(ctx)
-	defer cancel()
+	if !c.withinBudget(ctx) {
+		var cancel context.CancelFunc
+		ctx, cancel = c.budget(ctx)
+		defer cancel()
+	}
 	var res *llm.ChatResult
 	err := c.ladder(ctx, "chat", req.Model, func(ctx context.Context, attempt int) attemptResult {
 		sent := c.learned.snapshot()
@@ -147,7 +165,7 @@ func (c *Client) chatAttempt(ctx context.Context, codec wire.Codec, wreq *wire.R
 		return nil, statusOf(err), err
 	}
 	defer resp.Body.Close()
-	body, err := readCapped(resp.Body, MaxResponseBytes)
+	body, err := readBody(resp, MaxResponseBytes)
 	if err != nil {
 		if cerr := ctxErr(ctx); cerr != nil {
 			return nil, resp.StatusCode, cerr
@@ -169,4 +187,30 @@ func (c *Client) chatAttempt(ctx context.Context, codec wire.Codec, wreq *wire.R
 	res.Meta = responseMeta(c.cfg.ID, resp, attempt, time.Now())
 	res.Meta.Model = res.Model
 	return res, resp.StatusCode, nil
+}
+
+// readBody reads a buffered answer whole, up to limit bytes, as readCapped
+// does. An answer that states its length (as a small one from a server
+// that buffers it does) is read into one buffer of that size, where
+// io.ReadAll would start at 512 bytes and grow.
+func readBody(resp *http.Response, limit int64) ([]byte, error) {
+	n := resp.ContentLength
+	if n <= 0 || n > limit || n > 1<<20 {
+		return readCapped(resp.Body, limit)
+	}
+	b := make([]byte, n+1)
+	got := 0
+	for int64(got) <= n {
+		m, err := resp.Body.Read(b[got:])
+		got += m
+		if err == io.EOF {
+			return b[:got], nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	// Longer than it said (a transport that does not hold the body to its
+	// Content-Length): the rest as readCapped reads it.
+	return readCapped(io.MultiReader(bytes.NewReader(b), resp.Body), limit)
 }

@@ -74,13 +74,13 @@ func (c *Client) send(ctx context.Context, wreq *wire.Request, stream bool) (*ht
 		return nil, &llm.ConfigError{Field: "base_url", Msg: c.redact(err.Error())}
 	}
 	h := hreq.Header
-	h.Set("Content-Type", "application/json")
+	h["Content-Type"] = hdrJSON
 	if stream {
-		h.Set("Accept", "text/event-stream")
+		h["Accept"] = hdrEventStream
 	} else {
-		h.Set("Accept", "application/json")
+		h["Accept"] = hdrJSON
 	}
-	h.Set("User-Agent", "chorus/0")
+	h["User-Agent"] = hdrUserAgent
 	for k, v := range c.cfg.Headers {
 		h.Set(k, v)
 	}
@@ -103,6 +103,16 @@ func (c *Client) send(ctx context.Context, wreq *wire.Request, stream bool) (*ht
 	accepted(ctx)
 	return resp, nil
 }
+
+// The values of the headers every request carries, shared by all
+// requests (one allocation each saved per call): nothing writes into a
+// request's header values, it only replaces them (Header.Set), and each
+// holds one element at full capacity, so an Add copies.
+var (
+	hdrJSON        = []string{"application/json"}
+	hdrEventStream = []string{"text/event-stream"}
+	hdrUserAgent   = []string{"chorus/0"}
+)
 
 var errTooLarge = errors.New("providers: response body exceeds its cap")
 

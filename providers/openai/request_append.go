@@ -155,13 +155,27 @@ func appendPlainChat(req *llm.ChatRequest, o wire.BuildOptions) (*wire.Request, 
 }
 
 // chatHeader is wire.PostJSON's header: the content type, the Accept a
-// stream or a buffered answer wants, the caller's extra headers.
+// stream or a buffered answer wants, the caller's extra headers. Its two
+// fixed values are shared by every request (nothing writes into a header
+// value; one element at full capacity, so an Add copies).
 func chatHeader(stream bool, extra map[string]string) http.Header {
+	h := make(http.Header, len(extra)+2)
+	h["Content-Type"] = hdrJSON
 	if stream {
-		return jsonHeader("text/event-stream", extra)
+		h["Accept"] = hdrEventStream
+	} else {
+		h["Accept"] = hdrJSON
 	}
-	return jsonHeader("application/json", extra)
+	for k, v := range extra {
+		h.Set(k, v)
+	}
+	return h
 }
+
+var (
+	hdrJSON        = []string{"application/json"}
+	hdrEventStream = []string{"text/event-stream"}
+)
 
 const jsonHex = "0123456789abcdef"
 
