@@ -480,18 +480,26 @@ func AppendStringPrefix(dst, v []byte) (out []byte, n int, err error) {
 	if len(v) == 0 || v[0] != '"' {
 		return dst, 0, ErrSyntax
 	}
-	// A streamed delta is mostly a few plain ASCII bytes: one pass that
-	// looks for the closing quote and for anything needing a decode (the
-	// search and the check fused) costs less than the vectorised search
-	// and a second pass. Past shortString bytes, or at the first byte that
-	// needs more, the general path takes over from the start.
+	// A streamed delta is mostly a few plain bytes: one pass that looks
+	// for the closing quote and for anything needing a decode (the search
+	// and the check fused) costs less than the vectorised search and a
+	// second pass. Non-ASCII text is checked as UTF-8 once its end is
+	// found. Past shortString bytes, or at an escape or a control byte,
+	// the general path takes over from the start.
+	ascii := true
+scan:
 	for j := 1; j < len(v) && j <= shortString; j++ {
-		c := v[j]
-		if c == '"' {
-			return append(dst, v[1:j]...), j + 1, nil
-		}
-		if !plain[c] {
-			break
+		switch c := v[j]; {
+		case c == '"':
+			if raw := v[1:j]; ascii || utf8.Valid(raw) {
+				return append(dst, raw...), j + 1, nil
+			}
+			break scan
+		case plain[c]:
+		case c >= utf8.RuneSelf:
+			ascii = false
+		default:
+			break scan
 		}
 	}
 	end, err := skipString(v, 0)

@@ -78,6 +78,7 @@ func TestIntAndBool(t *testing.T) {
 func FuzzWalk(f *testing.F) {
 	f.Add([]byte(`{"choices":[{"delta":{"content":"hi \u00e9"}}],"usage":null}`))
 	f.Add([]byte(`[1,"a",{"b":[true,false,null]}]`))
+	f.Add([]byte(`"caf\u00e9 naïve \"q\"\n" rest`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var walk func(v []byte, depth int)
 		walk = func(v []byte, depth int) {
@@ -99,6 +100,10 @@ func FuzzWalk(f *testing.F) {
 			_, _ = Int(v)
 		}
 		walk(b, 0)
+		ps, pn, perr := StringPrefix(b)
+		if a, an, aerr := AppendStringPrefix([]byte("x"), b); (aerr != nil) != (perr != nil) || string(a) != "x"+ps || an != pn {
+			t.Fatalf("AppendStringPrefix(%q) = %q, %d, %v; StringPrefix gives %q, %d, %v", b, a, an, aerr, ps, pn, perr)
+		}
 		if json.Valid(b) && !Valid(b) {
 			t.Fatalf("valid JSON rejected: %q", b)
 		}
