@@ -343,3 +343,20 @@ func BenchmarkStreamDecoderEncodingJSON(b *testing.B) {
 	codectest.PerDelta(b, benchDeltas, cpu0)
 	_ = n
 }
+
+// BenchmarkParseChat parses bench/internal/corpus's buffered Gemini answer
+// (a batch job's short reply): the path of every buffered request.
+func BenchmarkParseChat(b *testing.B) {
+	body := []byte(`{"candidates": [{"content": {"parts": [{"text": "Paris is the capital of France. It sits on the Seine."}],"role": "model"},"finishReason": "STOP","avgLogprobs": -0.0213,"index": 0}],"usageMetadata": {"promptTokenCount": 11,"candidatesTokenCount": 14,"totalTokenCount": 25,"promptTokensDetails": [{"modality": "TEXT","tokenCount": 11}],"candidatesTokensDetails": [{"modality": "TEXT","tokenCount": 14}]},"modelVersion": "gemini-2.5-flash","responseId": "VwCzabneCuzPz7IP0aL64A0"}`)
+	b.ReportAllocs()
+	var res *llm.ChatResult
+	for b.Loop() {
+		var err error
+		if res, err = (Codec{}).ParseChat(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if res.Content != "Paris is the capital of France. It sits on the Seine." || res.FinishReason != llm.FinishStop || res.Usage.CompletionTokens != 14 {
+		b.Fatalf("parsed %+v", res)
+	}
+}

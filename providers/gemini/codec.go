@@ -47,6 +47,7 @@ func (Codec) NewStreamDecoder() wire.StreamDecoder { return &decoder{} }
 // malformed JSON as *llm.DecodeError.
 func (Codec) ParseChat(body []byte) (*llm.ChatResult, error) {
 	d := &decoder{}
+	d.text.exact = true
 	emit := func(llm.Event) bool { return true }
 	if isArray(body) {
 		arr := jsonscan.NewArray(body)

@@ -21,7 +21,11 @@ type textBuf struct {
 	full [][]byte // the blocks filled before cur, in order
 	n    int      // bytes in full
 
-	joined string // Content as last joined, of joinedN bytes
+	joined string // Content as last joined
+
+	// exact sizes each new block to the text it must hold: a buffered
+	// answer has its texts whole, with no growth to plan for.
+	exact bool
 }
 
 const (
@@ -37,6 +41,9 @@ func (t *textBuf) reserve(n int) {
 		return
 	}
 	size := max(min(2*cap(t.cur), maxTextBlock), n, firstTextBlock)
+	if t.exact {
+		size = n
+	}
 	if len(t.cur) > 0 {
 		t.full = append(t.full, t.cur)
 		t.n += len(t.cur)
