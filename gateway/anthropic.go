@@ -34,9 +34,37 @@ func (h *Handler) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-type anthropicStream struct{ s *anthropic.ServerStream }
+// anthropicStream encodes Anthropic's streamed events through the codec,
+// except a text delta that continues an open text block (the event before
+// it, usage and finish aside, was text too): that one is written with a
+// textFrame taken from the codec's own content_block_delta for the block,
+// taken anew for each text block (the frame holds the block's index).
+type anthropicStream struct {
+	s *anthropic.ServerStream
+	// inText: the codec's open block is a text block this stream wrote.
+	inText bool
+	text   textFrame
+}
 
-func (a *anthropicStream) event(dst []byte, ev *llm.Event) []byte     { return a.s.Event(dst, ev) }
+func (a *anthropicStream) event(dst []byte, ev *llm.Event) []byte {
+	switch ev.Type {
+	case llm.EventText, llm.EventRefusal: // both are text_delta in a text block
+		if a.inText {
+			if !a.text.tried {
+				a.text.derive(func(t string) []byte { return a.s.Event(nil, &llm.Event{Type: llm.EventText, Text: t}) })
+			}
+			if a.text.ok {
+				return a.text.append(dst, ev.Text)
+			}
+		}
+		a.inText = true
+	case llm.EventUsage, llm.EventFinish: // held for the end: the open block stays
+	default:
+		a.inText, a.text = false, textFrame{}
+	}
+	return a.s.Event(dst, ev)
+}
+
 func (a *anthropicStream) end(dst []byte, res *llm.ChatResult) []byte { return a.s.End(dst, res) }
 func (a *anthropicStream) fail(dst []byte, e *Error) []byte {
 	return a.s.Error(dst, e.Status, e.Message)

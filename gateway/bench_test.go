@@ -218,7 +218,7 @@ func (p *perUnit) stop() {
 // chat.completion.chunk SSE over a loopback HTTP server, read by a minimal
 // SSE line loop (what bench/ measures); "handler", through the handler
 // into an in-memory ResponseWriter that discards (the handler's own CPU,
-// no socket). Added per delta: gateway's cpu-ns/delta minus inprocess's.
+// no socket), and the same in Anthropic's and Gemini's formats. Added per delta: gateway's cpu-ns/delta minus inprocess's.
 func BenchmarkStream(b *testing.B) {
 	for _, up := range []struct {
 		name string
@@ -227,7 +227,13 @@ func BenchmarkStream(b *testing.B) {
 		b.Run(up.name, func(b *testing.B) {
 			b.Run("inprocess", func(b *testing.B) { benchStreamInProcess(b, up.tcp) })
 			b.Run("gateway", func(b *testing.B) { benchStreamLoopback(b, up.tcp) })
-			b.Run("handler", func(b *testing.B) { benchStreamHandler(b, up.tcp) })
+			b.Run("handler", func(b *testing.B) { benchStreamHandler(b, up.tcp, "/v1/chat/completions", benchStreamBody) })
+			if !up.tcp {
+				b.Run("handler-anthropic", func(b *testing.B) { benchStreamHandler(b, false, "/v1/messages", benchAnthropicBody) })
+				b.Run("handler-gemini", func(b *testing.B) {
+					benchStreamHandler(b, false, "/v1beta/models/"+benchModel+":streamGenerateContent?alt=sse", benchGeminiBody)
+				})
+			}
 		})
 	}
 }
@@ -339,11 +345,16 @@ func (c *writeCountConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-func benchStreamHandler(b *testing.B, tcp bool) {
+const (
+	benchAnthropicBody = `{"model":"` + benchModel + `","max_tokens":1024,"messages":[{"role":"user","content":"Say hi"}],"stream":true}`
+	benchGeminiBody    = `{"contents":[{"role":"user","parts":[{"text":"Say hi"}]}],"generationConfig":{"maxOutputTokens":1024}}`
+)
+
+func benchStreamHandler(b *testing.B, tcp bool, path, body string) {
 	h := benchHandler(b, benchRuntime(b, tcp), gateway.Options{})
 	flushes := 0
 	stream := func() error {
-		req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(benchStreamBody))
+		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		w := &sseSink{header: http.Header{}}
 		h.ServeHTTP(w, req)
@@ -404,8 +415,8 @@ func countSSE(br *bufio.Reader) error {
 	return nil
 }
 
-// sseSink is a ResponseWriter (and Flusher) that counts an OpenAI chunk
-// stream's deltas as it is written, keeping nothing.
+// sseSink is a ResponseWriter (and Flusher) that counts a stream's deltas
+// as it is written (OpenAI, Anthropic or Gemini SSE), keeping nothing.
 type sseSink struct {
 	header  http.Header
 	status  int
@@ -440,9 +451,10 @@ func (s *sseSink) Write(p []byte) (int, error) {
 		line := p[:i]
 		p = p[i+1:]
 		if d, ok := bytes.CutPrefix(line, []byte("data: ")); ok {
-			if bytes.Equal(d, []byte("[DONE]")) {
-				s.done = true
-			} else if j := bytes.Index(d, []byte(`"content":"`)); j >= 0 && d[j+len(`"content":"`)] != '"' {
+			switch {
+			case bytes.HasPrefix(d, []byte("[DONE]")), bytes.Contains(d, []byte(`"message_stop"`)), bytes.Contains(d, []byte(`"finishReason"`)):
+				s.done = true // OpenAI, Anthropic, Gemini
+			case bytes.Contains(d, []byte(`"tok`)): // every delta is "tok<i> "
 				s.deltas++
 			}
 		}

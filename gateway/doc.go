@@ -90,7 +90,13 @@
 // A model is what the runtime takes: provider/model or an alias. Requests
 // are decoded, and answers encoded, by the server side of each format's
 // codec package (server.go in providers/openai, providers/anthropic and providers/gemini): the gateway holds no wire
-// knowledge of its own.
+// knowledge of its own. On the hot path of a stream, a text delta is
+// written as a frame taken from the codec's own encoding of a text delta
+// (two probe texts, checked byte for byte, per stream or per Anthropic
+// text block) around the delta's JSON string, escaped as encoding/json
+// escapes; where the check fails the codec writes every event. Measured:
+// the codecs' encoding/json was two thirds of the gateway's CPU per delta
+// and all but one of its allocations (BenchmarkStream).
 //
 // # Keys
 //

@@ -62,9 +62,26 @@ func (h *Handler) geminiGenerate(w http.ResponseWriter, r *http.Request, model s
 	})
 }
 
-type geminiStream struct{ s *gemini.ServerStream }
+// geminiStream encodes Gemini's chunks through the codec, except a text
+// delta: a text chunk depends on nothing but the stream's model and id,
+// so it is written with a textFrame taken from the codec's own chunk.
+type geminiStream struct {
+	s    *gemini.ServerStream
+	text textFrame
+}
 
-func (g *geminiStream) event(dst []byte, ev *llm.Event) []byte     { return g.s.Event(dst, ev) }
+func (g *geminiStream) event(dst []byte, ev *llm.Event) []byte {
+	if ev.Type == llm.EventText || ev.Type == llm.EventRefusal {
+		if !g.text.tried {
+			g.text.derive(func(t string) []byte { return g.s.Event(nil, &llm.Event{Type: llm.EventText, Text: t}) })
+		}
+		if g.text.ok {
+			return g.text.append(dst, ev.Text)
+		}
+	}
+	return g.s.Event(dst, ev)
+}
+
 func (g *geminiStream) end(dst []byte, res *llm.ChatResult) []byte { return g.s.End(dst, res) }
 func (g *geminiStream) fail(dst []byte, e *Error) []byte {
 	return g.s.Error(dst, e.Status, e.Message)

@@ -18,6 +18,7 @@ import (
 type textFrame struct {
 	prefix, suffix []byte
 	tried, ok      bool
+	frames         int // deltas written with the frame (tests look)
 }
 
 // The probes: the second holds what encoding/json escapes (HTML
@@ -33,22 +34,29 @@ const (
 // It runs once per stream.
 func (t *textFrame) derive(frame func(text string) []byte) {
 	t.tried = true
-	a := frame(probeA)
+	a, b := frame(probeA), frame(probeB)
 	qa := appendJSONString(nil, probeA)
-	i := bytes.LastIndex(a, qa)
-	if i < 0 {
-		return
+	// The probe text may occur more than once (a client may name its model
+	// so): the split is the one that gives the second probe's frame. A
+	// wrong one cannot: it would swap the two probes' places.
+	for off := 0; ; {
+		i := bytes.Index(a[off:], qa)
+		if i < 0 {
+			return
+		}
+		i += off
+		prefix, suffix := a[:i:i], a[i+len(qa):]
+		if bytes.Equal(b, t.appendWith(nil, prefix, suffix, probeB)) {
+			t.prefix, t.suffix, t.ok = prefix, suffix, true
+			return
+		}
+		off = i + 1
 	}
-	prefix, suffix := a[:i:i], a[i+len(qa):]
-	want := t.appendWith(nil, prefix, suffix, probeB)
-	if !bytes.Equal(frame(probeB), want) {
-		return
-	}
-	t.prefix, t.suffix, t.ok = prefix, suffix, true
 }
 
 // append appends text's frame; derive must have succeeded.
 func (t *textFrame) append(dst []byte, text string) []byte {
+	t.frames++
 	return t.appendWith(dst, t.prefix, t.suffix, text)
 }
 

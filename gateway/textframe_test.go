@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/providers/anthropic"
+	"github.com/chorusrt/chorus/providers/gemini"
 	"github.com/chorusrt/chorus/providers/openai"
 )
 
@@ -112,6 +114,90 @@ func TestOpenAIStreamMatchesCodec(t *testing.T) {
 		})
 	}
 }
+
+// codecEvents is a stream of every kind of event, text runs broken by
+// reasoning, signatures, refusals and tool calls, with usage and finish
+// events inside text runs.
+var codecEvents = []llm.Event{
+	{Type: llm.EventReasoning, Text: "let me think"},
+	{Type: llm.EventReasoning, Signature: "sig-1"},
+	{Type: llm.EventText, Text: "Hello"},
+	{Type: llm.EventText, Text: ", <world> & \"friends\"\n"},
+	{Type: llm.EventUsage, Usage: &llm.Usage{PromptTokens: 3}},
+	{Type: llm.EventText, Text: ""},
+	{Type: llm.EventRefusal, Text: "no"},
+	{Type: llm.EventText, Text: "\u2028 日本 \xff"},
+	{Type: llm.EventReasoning, Text: "more thought é"},
+	{Type: llm.EventText, Text: "second block"},
+	{Type: llm.EventText, Text: " goes on"},
+	{Type: llm.EventToolCallStart, ToolIndex: 0, ToolCallID: "call_1", ToolName: "get_weather", Text: ""},
+	{Type: llm.EventToolCallDelta, ToolIndex: 0, Text: `{"city":"Paris"}`},
+	{Type: llm.EventText, Text: "third block"},
+	{Type: llm.EventText, Text: " and more"},
+	{Type: llm.EventToolCallStart, ToolIndex: 1, ToolCallID: "call_2", ToolName: "f", Text: `{}`},
+	{Type: llm.EventText, Text: "fourth"},
+	{Type: llm.EventFinish, Finish: llm.FinishToolCalls},
+	{Type: llm.EventText, Text: "after finish"},
+	{Type: llm.EventUsage, Usage: &llm.Usage{PromptTokens: 3, CompletionTokens: 9}},
+}
+
+// TestStreamEncodersMatchCodecs: each format's stream encoder writes its
+// codec's bytes exactly, event after event and at the end, and its text
+// frame is used.
+func TestStreamEncodersMatchCodecs(t *testing.T) {
+	type pair struct {
+		codec, gw streamEncoder
+		frames    *int // text deltas the gateway's encoder framed itself
+	}
+	formats := map[string]func(model string) pair{
+		"openai": func(model string) pair {
+			g := &openAIStream{s: openai.NewServerStream("chatcmpl-x", model, 1700000000, true)}
+			return pair{&codecOnly{s: openai.NewServerStream("chatcmpl-x", model, 1700000000, true)}, g, &g.text.frames}
+		},
+		"anthropic": func(model string) pair {
+			g := &anthropicStream{s: anthropic.NewServerStream("msg_x", model)}
+			return pair{&codecOnly{s: anthropic.NewServerStream("msg_x", model)}, g, &g.text.frames}
+		},
+		"gemini": func(model string) pair {
+			g := &geminiStream{s: gemini.NewServerStream("resp-x", model)}
+			return pair{&codecOnly{s: gemini.NewServerStream("resp-x", model)}, g, &g.text.frames}
+		},
+	}
+	for name, mk := range formats {
+		for _, model := range []string{"openai/gpt-4.1-mini", "a<b>\"c\"\u2028", probeA} {
+			t.Run(name+"/"+model, func(t *testing.T) {
+				p := mk(model)
+				var w, g []byte
+				for i := range codecEvents {
+					w = p.codec.event(w, &codecEvents[i])
+					g = p.gw.event(g, &codecEvents[i])
+					if !bytes.Equal(g, w) {
+						t.Fatalf("after event %d (%+v):\n got %s\nwant %s", i, codecEvents[i], g, w)
+					}
+				}
+				res := &llm.ChatResult{Content: "x", FinishReason: llm.FinishToolCalls}
+				if g, w = p.gw.end(g, res), p.codec.end(w, res); !bytes.Equal(g, w) {
+					t.Fatalf("end:\n got %s\nwant %s", g, w)
+				}
+				if *p.frames == 0 {
+					t.Fatal("the text frame was never used")
+				}
+			})
+		}
+	}
+}
+
+// codecOnly is a format's codec as a streamEncoder, every event through it.
+type codecOnly struct {
+	s interface {
+		Event(dst []byte, ev *llm.Event) []byte
+		End(dst []byte, res *llm.ChatResult) []byte
+	}
+}
+
+func (c *codecOnly) event(dst []byte, ev *llm.Event) []byte     { return c.s.Event(dst, ev) }
+func (c *codecOnly) end(dst []byte, res *llm.ChatResult) []byte { return c.s.End(dst, res) }
+func (c *codecOnly) fail(dst []byte, e *Error) []byte           { return dst }
 
 func TestTextFrameRefusesACodecThatEscapesOtherwise(t *testing.T) {
 	var tf textFrame
