@@ -350,6 +350,16 @@ type inference struct {
 	starved  bool          // the current window's limit held a request back
 	refusal  bool          // the current window saw a 429
 	clean    int           // windows in a row spent whole without a 429
+	// anchor is the newest window end a refusal named (not one the pacer
+	// advanced to by itself): the period is refined from the ends
+	// refusals name, a whole number of periods apart.
+	anchor time.Time
+	// probe says the window turned on the pacer's own clock and no
+	// request of it has been accepted yet: one request goes first, so a
+	// window turned early (the period read a little short) costs one 429,
+	// which names the real end, not a burst of them.
+	probe    bool
+	probeSeq uint64 // the last grant before the turn
 }
 
 // inferGrowAfter is how many whole, refusal-free windows raise an inferred
@@ -408,6 +418,13 @@ func (p *pacer) blocked(cost int, now time.Time) (bool, time.Time) {
 			p.reqs.resetAt = time.Time{}
 			if p.inf.period > 0 {
 				p.reqs.resetAt = p.inf.end.Add(resetMargin)
+			}
+		}
+		if p.inf.probe {
+			for s, g := range p.grants {
+				if s > p.inf.probeSeq && !g.accepted {
+					return true, time.Time{} // the window's first request has not been answered yet
+				}
 			}
 		}
 	} else {
@@ -546,6 +563,9 @@ func (p *pacer) accept(seq uint64, now time.Time) {
 	g.accepted = true
 	p.grants[seq] = g
 	p.inf.accepted++
+	if seq > p.inf.probeSeq {
+		p.inf.probe = false
+	}
 }
 
 // refuse learns from a 429 of a headerless provider that named its retry
@@ -563,10 +583,22 @@ func (p *pacer) refuse(grantedAt, now time.Time, delay time.Duration) {
 	end := now.Add(delay)
 	tol := 20*time.Millisecond + delay/50
 	limit := max(inf.accepted, 1)
+	if inf.on && inf.period > 0 && end.Before(inf.end.Add(-inf.period/2)) && end.After(now) {
+		// The window turned on our clock before the provider's: this
+		// refusal names the end of the window still running there. It
+		// says nothing of the limit; the window and the period are
+		// corrected from the end it names.
+		p.reanchor(end)
+		inf.end, inf.probe = end, false
+		p.reqs.remaining = 0
+		p.reqs.resetAt = end.Add(resetMargin)
+		return
+	}
 	switch {
 	case inf.on && (grantedAt.Before(inf.end) || !end.After(inf.end.Add(tol))):
 		if end.Before(inf.end) && inf.end.After(now) { // a truer end of the window not yet turned
 			inf.end = end
+			p.reanchor(end)
 			if p.reqs.resetAt.After(end.Add(resetMargin)) {
 				p.reqs.resetAt = end.Add(resetMargin)
 			}
@@ -586,8 +618,25 @@ func (p *pacer) refuse(grantedAt, now time.Time, delay time.Duration) {
 			inf.period = gap
 		}
 	}
-	inf.on, inf.end, inf.refusal, inf.starved, inf.clean = true, end, true, false, 0
+	inf.on, inf.end, inf.refusal, inf.starved, inf.clean, inf.probe = true, end, true, false, 0, false
+	p.reanchor(end)
 	p.reqs = budget{known: true, limit: limit, remaining: 0, resetAt: end.Add(resetMargin), window: inf.period, peers: p.reqs.peers}
+}
+
+// reanchor notes a window end a refusal named. Two such ends a whole
+// number of periods apart refine the period: its error shrinks with every
+// period between them, where ends the pacer advances by itself carry the
+// first estimate's error into every later window.
+func (p *pacer) reanchor(end time.Time) {
+	inf := &p.inf
+	if inf.period > 0 && !inf.anchor.IsZero() && end.After(inf.anchor) {
+		gap := end.Sub(inf.anchor)
+		if n := math.Round(float64(gap) / float64(inf.period)); n >= 2 {
+			inf.period = time.Duration(float64(gap) / n)
+			p.reqs.window = inf.period
+		}
+	}
+	inf.anchor = end
 }
 
 // turn starts an inferred limit's next window at its reset.
@@ -602,6 +651,7 @@ func (p *pacer) turn(now time.Time) {
 		inf.clean = 0
 	}
 	inf.accepted, inf.starved, inf.refusal = 0, false, false
+	inf.probe, inf.probeSeq = true, p.seq
 	if inf.period > 0 {
 		inf.end = inf.end.Add(inf.period)
 		for !inf.end.After(now) {

@@ -395,3 +395,88 @@ func TestPacerCountsInFlightOnce(t *testing.T) {
 		t.Fatal("a 429 within the reported budget did not read it as shared")
 	}
 }
+
+// TestPacerInferredWindowTurnedEarly: a Gemini-like provider (no headers,
+// 429s naming their window's end) whose period the pacer read a little
+// short turns its window before the provider does. The window's first
+// request goes alone, and its 429, which names the end of the window still
+// running, moves the window there: the inferred limit stays (it once fell
+// to the acceptances since the early turn, none: a limit of 1) and no
+// burst of 429s follows.
+func TestPacerInferredWindowTurnedEarly(t *testing.T) {
+	t0 := time.Now()
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	p := newPacer(Limits{}, t0)
+	// grant stamps the grant with the test's clock (refusals are told
+	// apart by when their request was granted).
+	grant := func(at int) uint64 {
+		s := p.grant(1)
+		g := p.grants[s]
+		g.at = ms(at)
+		p.grants[s] = g
+		return s
+	}
+	window := func(at, refusedAt int, delay time.Duration, n int) {
+		t.Helper()
+		var seqs []uint64
+		for i := range n {
+			if b, _ := p.blocked(1, ms(at)); b {
+				t.Fatalf("window at %dms: request %d of %d blocked", at, i, n)
+			}
+			s := grant(at)
+			p.accept(s, ms(at+1))
+			seqs = append(seqs, s)
+		}
+		over := grant(at)
+		p.release(over, llm.RateLimit{}, true, delay, true, ms(refusedAt))
+		for _, s := range seqs {
+			p.release(s, llm.RateLimit{}, false, 0, false, ms(refusedAt))
+		}
+	}
+	p.probeConcurrency = 64
+	p.observed = true
+	window(0, 100, 400*time.Millisecond, 20)   // the provider's window ends at 500ms
+	window(510, 600, 380*time.Millisecond, 20) // and at 980ms: a period read as 480ms, not 500
+	if p.inf.period != 480*time.Millisecond || p.reqs.limit != 20 {
+		t.Fatalf("inferred period %v, limit %d; want 480ms and 20", p.inf.period, p.reqs.limit)
+	}
+	// The pacer turns at 990ms; its next turn, at 1470ms, is early: the
+	// provider's window runs until 1500ms.
+	if b, _ := p.blocked(1, ms(990)); b {
+		t.Fatal("blocked at the window's turn")
+	}
+	s := grant(990)
+	p.accept(s, ms(991))
+	for range 19 {
+		grant(991)
+	}
+	p.release(s, llm.RateLimit{}, false, 0, false, ms(995))
+	if b, _ := p.blocked(1, ms(1470)); b {
+		t.Fatal("the window's first request blocked at its turn")
+	}
+	probe := grant(1470)
+	if b, _ := p.blocked(1, ms(1471)); !b {
+		t.Fatal("a second request went out before the window's first was answered")
+	}
+	p.release(probe, llm.RateLimit{}, true, 30*time.Millisecond, true, ms(1472)) // "retry in 30ms": the window ends at 1502ms
+	if p.reqs.limit != 20 {
+		t.Fatalf("a refusal from the window still running set the limit to %d, want 20", p.reqs.limit)
+	}
+	if b, at := p.blocked(1, ms(1480)); !b || at.Before(ms(1502)) {
+		t.Fatalf("before the provider's window end: blocked=%v until %v", b, at.Sub(t0))
+	}
+	if b, _ := p.blocked(1, ms(1515)); b {
+		t.Fatal("blocked after the provider's window ended")
+	}
+	first := grant(1515)
+	p.accept(first, ms(1516))
+	for i := range 19 {
+		if b, _ := p.blocked(1, ms(1517)); b {
+			t.Fatalf("request %d of the window blocked after its first was accepted", i+2)
+		}
+		grant(1517)
+	}
+	if b, _ := p.blocked(1, ms(1517)); !b {
+		t.Fatal("admitted past the inferred limit")
+	}
+}
