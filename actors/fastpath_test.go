@@ -117,3 +117,35 @@ func TestConcurrentAdmissionsKeepTheLimit(t *testing.T) {
 		t.Fatalf("after the run: %+v", st)
 	}
 }
+
+// BenchmarkAdmissionBusy is one admission and its report while 255 other
+// grants are in flight, as in the bench's batch scenario (concurrency 256).
+func BenchmarkAdmissionBusy(b *testing.B) {
+	s := NewSystem(nil)
+	r := Spawn(s, NewCredentialState("p", 0, Limits{}, 1024))
+	defer s.Release()
+	defer r.Stop(time.Second)
+	ctx := context.Background()
+	seq, _ := r.Admit(ctx, 1)
+	r.Finish(RequestFinished{Seq: seq, Status: 200}) // observed: no probing limit
+	held := make([]uint64, 0, 255)
+	for range 255 {
+		seq, err := r.Admit(ctx, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		held = append(held, seq)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		seq, err := r.Admit(ctx, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.Accepted(seq)
+		r.Finish(RequestFinished{Seq: seq, Status: 200})
+	}
+	for _, s := range held {
+		r.Finish(RequestFinished{Seq: s})
+	}
+}
