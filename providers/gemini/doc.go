@@ -84,9 +84,29 @@
 // equal the last applied chunk's, they are not walked again, and a chunk
 // with the same bytes as the last plain text delta around another string is
 // that string's text event. The tests compare every stream with walking
-// each chunk whole. Against a floor that only finds and unescapes each
-// delta's text (BenchmarkDecodeMemory in package providers), a text delta
-// costs about 1.7 times as much (10 times before).
+// each chunk whole.
+//
+// Text deltas are decoded straight onto the end of an append-only buffer
+// (textBuf, text.go) and each text event's Text is a string over the bytes
+// that delta added: bytes below a block's length are never written again,
+// so the strings are immutable however the buffer grows, and a delta
+// allocates nothing (it used to allocate its string, then copy it into the
+// result's builder). A delta that does not fit starts a new block rather
+// than moving the text; Content joins the blocks once, into an array of
+// the text's exact size, so an answer allocates about twice its text. A
+// buffered answer sizes its blocks exactly: one text part is its own
+// Content. Short plain deltas are found and copied in one pass
+// (jsonscan.AppendStringPrefix).
+//
+// Cost, on bench/RESULTS.md's Gemini body (usage repeated in every chunk,
+// 1,000 deltas): framing and decoding cost about what bench's
+// floor-extract does (frame the lines, bytes.Index of "text":, unescape in
+// place), 0.85 to 0.97 times it (BenchmarkStreamDecoder/corpus/vs-floor,
+// which times both by turns); the whole StreamTo, request to result, about
+// 1.25 times the floor (BenchmarkDecodeMemory in package providers,
+// median of 4 alternated runs; 1.75 times with the decoder before these
+// changes, 10 times before the template path), with 80 allocations and
+// 21.7 KB per stream instead of 1,010 and 31.7 KB.
 //
 // Errors. ParseError reads {"error":{code,message,status}} (also as the
 // first element of an array) and RetryDelay reads the google.rpc.RetryInfo
