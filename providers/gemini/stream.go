@@ -33,6 +33,10 @@ type decoder struct {
 	usage    llm.Usage
 	hasUsage bool
 	usageRaw []byte // the last usageMetadata text parsed
+	// usages holds the values usage events point to (see newUsage), and
+	// nUsage counts them.
+	usages []llm.Usage
+	nUsage int
 
 	// thought accumulates consecutive thought parts not yet closed by a
 	// signature or a non-thought part.
@@ -267,13 +271,27 @@ func (d *decoder) rest(usage, feedback, errv, rid, mv []byte, hasCandidate bool,
 		}
 		if ok && (!d.hasUsage || u != d.usage) {
 			d.usage, d.hasUsage = u, true
-			uc := u
-			if !d.send(llm.Event{Type: llm.EventUsage, Usage: &uc}, emit) {
+			if !d.send(llm.Event{Type: llm.EventUsage, Usage: d.newUsage(u)}, emit) {
 				return wire.ErrAborted
 			}
 		}
 	}
 	return nil
+}
+
+// newUsage returns a pointer to a copy of u for a usage event. The copies
+// are handed out of small arrays, never written again once handed out: a
+// stream whose every chunk changes the usage (Vertex AI's counts grow
+// chunk by chunk) allocates about one array per eight events instead of
+// one value per event; the first few arrays are of one and two values, so
+// a stream with one or two usage events allocates no more than before.
+func (d *decoder) newUsage(u llm.Usage) *llm.Usage {
+	if len(d.usages) == cap(d.usages) {
+		d.usages = make([]llm.Usage, 0, min(max(d.nUsage, 1), 8))
+	}
+	d.nUsage++
+	d.usages = append(d.usages, u)
+	return &d.usages[len(d.usages)-1]
 }
 
 // send applies ev to the result and emits it. Text events go through

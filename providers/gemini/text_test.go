@@ -112,3 +112,37 @@ func TestTextBufJoins(t *testing.T) {
 		t.Fatalf("after more text: %q (earlier join now %q)", s3[len(s3)-3:], s1[len(s1)-3:])
 	}
 }
+
+// TestUsageEventsKeepTheirValues: usage events point into small shared
+// arrays (newUsage); each pointer must keep the counts of its own event
+// however many events follow.
+func TestUsageEventsKeepTheirValues(t *testing.T) {
+	d := Codec{}.NewStreamDecoder().(*decoder)
+	var got []*llm.Usage
+	var want []llm.Usage
+	emit := func(ev llm.Event) bool {
+		if ev.Type == llm.EventUsage {
+			got = append(got, ev.Usage)
+			want = append(want, *ev.Usage)
+		}
+		return true
+	}
+	for _, c := range benchChunks() {
+		if _, err := d.Feed(nil, c, emit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(got) != benchDeltas {
+		t.Fatalf("%d usage events, want %d", len(got), benchDeltas)
+	}
+	seen := map[*llm.Usage]bool{}
+	for i, u := range got {
+		if *u != want[i] || u.CompletionTokens != i+1+206 {
+			t.Fatalf("usage event %d now reads %+v, emitted as %+v", i, *u, want[i])
+		}
+		if seen[u] {
+			t.Fatalf("usage event %d shares its value with an earlier one", i)
+		}
+		seen[u] = true
+	}
+}
