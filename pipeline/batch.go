@@ -85,22 +85,23 @@ type MapFunc[In, Out any] func(ctx context.Context, in In) (Out, llm.Usage, erro
 func Map[In, Out any](ctx context.Context, in <-chan In, fn MapFunc[In, Out], opts BatchOptions) <-chan Item[Out] {
 	n := opts.concurrency()
 	out := make(chan Item[Out], n)
-	m := &mapper[In, Out]{ctx: ctx, fn: fn, opts: opts, out: out, start: time.Now()}
-	jobs := make(chan mapJob[In, Out])
-	var queue chan chan Item[Out]
+	m := &mapper[In, Out]{ctx: ctx, fn: fn, opts: opts, out: out, start: time.Now(), in: in}
 	if opts.Ordered {
-		queue = make(chan chan Item[Out], n)
+		m.queue = make(chan chan Item[Out], n)
 	}
-	var wg sync.WaitGroup
-	wg.Add(n + 1)
-	go func() {
-		defer wg.Done()
-		m.dispatch(in, jobs, queue)
-	}()
+	// The workers take their inputs themselves (take): no dispatching
+	// goroutine between the input channel and them, so an item costs one
+	// hand-off, not two (BenchmarkMapOverhead).
+	var workers sync.WaitGroup
+	workers.Add(n)
 	for range n {
 		go func() {
-			defer wg.Done()
-			for j := range jobs {
+			defer workers.Done()
+			for {
+				j, ok := m.take()
+				if !ok {
+					return
+				}
 				it := m.run(j)
 				if j.slot != nil {
 					j.slot <- it // capacity 1: never blocks
@@ -110,15 +111,20 @@ func Map[In, Out any](ctx context.Context, in <-chan In, fn MapFunc[In, Out], op
 			}
 		}()
 	}
+	var emitter sync.WaitGroup
 	if opts.Ordered {
-		wg.Add(1)
+		emitter.Add(1)
 		go func() {
-			defer wg.Done()
-			m.emitOrdered(queue)
+			defer emitter.Done()
+			m.emitOrdered(m.queue)
 		}()
 	}
 	go func() {
-		wg.Wait()
+		workers.Wait()
+		if m.queue != nil {
+			close(m.queue)
+		}
+		emitter.Wait()
 		close(out)
 	}()
 	return out
@@ -137,43 +143,51 @@ type mapper[In, Out any] struct {
 	out   chan Item[Out]
 	start time.Time
 
+	// take's: one worker at a time reads the input, numbers it and, in
+	// ordered mode, queues its slot, so numbers and slots follow the
+	// input order.
+	inMu   sync.Mutex
+	in     <-chan In
+	queue  chan chan Item[Out] // ordered mode: slots in input order
+	next   int
+	inDone bool
+
 	mu   sync.Mutex
 	prog Progress
 }
 
-// dispatch numbers the inputs and hands them to the workers; in ordered
-// mode it queues each item's slot first, in input order.
-func (m *mapper[In, Out]) dispatch(in <-chan In, jobs chan<- mapJob[In, Out], queue chan chan Item[Out]) {
-	defer close(jobs)
-	if queue != nil {
-		defer close(queue)
+// take reads the next input for a worker and numbers it; in ordered mode
+// it queues the item's slot first, in input order. It reports false once
+// the input is closed or ctx is cancelled.
+func (m *mapper[In, Out]) take() (mapJob[In, Out], bool) {
+	m.inMu.Lock()
+	defer m.inMu.Unlock()
+	var j mapJob[In, Out]
+	if m.inDone {
+		return j, false
 	}
-	for i := 0; ; i++ {
-		var v In
-		var ok bool
-		select {
-		case v, ok = <-in:
-			if !ok {
-				return
-			}
-		case <-m.ctx.Done():
-			return
+	select {
+	case v, ok := <-m.in:
+		if !ok {
+			m.inDone = true
+			return j, false
 		}
-		j := mapJob[In, Out]{index: i, in: v}
-		if queue != nil {
-			j.slot = make(chan Item[Out], 1)
-			select {
-			case queue <- j.slot:
-			case <-m.ctx.Done():
-				return
-			}
-		}
+		j = mapJob[In, Out]{index: m.next, in: v}
+	case <-m.ctx.Done():
+		m.inDone = true
+		return j, false
+	}
+	m.next++
+	if m.queue != nil {
+		j.slot = make(chan Item[Out], 1)
 		select {
-		case jobs <- j:
+		case m.queue <- j.slot:
 		case <-m.ctx.Done():
-			return
+			m.inDone = true
+			return j, false
 		}
 	}
+	return j, true
 }
 
 // run calls fn for one job and accounts for it.
