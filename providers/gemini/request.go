@@ -111,24 +111,33 @@ type thinkingConfig struct {
 // alt=sse when o.Stream). Errors are *llm.ConfigError naming the field at
 // fault.
 func (Codec) ChatRequest(req *llm.ChatRequest, o wire.BuildOptions) (*wire.Request, error) {
+	path, out, err := buildRequest(req, o)
+	if err != nil {
+		return nil, err
+	}
+	return postRequest(path, out, o.Stream, req.Headers) // request_append.go
+}
+
+// buildRequest builds and checks the request body and its path.
+func buildRequest(req *llm.ChatRequest, o wire.BuildOptions) (string, *generateRequest, error) {
 	if req == nil {
-		return nil, &llm.ConfigError{Field: "request", Msg: "is nil"}
+		return "", nil, &llm.ConfigError{Field: "request", Msg: "is nil"}
 	}
 	model := strings.TrimPrefix(strings.TrimSpace(req.Model), "models/")
 	if model == "" {
-		return nil, &llm.ConfigError{Field: "model", Msg: "is empty"}
+		return "", nil, &llm.ConfigError{Field: "model", Msg: "is empty"}
 	}
 
 	var out generateRequest
 	sys, contents, err := buildContents(req.Messages)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	if len(sys) > 0 {
 		out.SystemInstruction = &content{Parts: sys}
 	}
 	if len(contents) == 0 {
-		return nil, &llm.ConfigError{Field: "messages", Msg: "no user, assistant or tool message to send"}
+		return "", nil, &llm.ConfigError{Field: "messages", Msg: "no user, assistant or tool message to send"}
 	}
 	out.Contents = contents
 
@@ -137,12 +146,12 @@ func (Codec) ChatRequest(req *llm.ChatRequest, o wire.BuildOptions) (*wire.Reque
 		for i := range req.Tools {
 			t := &req.Tools[i]
 			if t.Name == "" {
-				return nil, &llm.ConfigError{Field: fmt.Sprintf("tools[%d].name", i), Msg: "is empty"}
+				return "", nil, &llm.ConfigError{Field: fmt.Sprintf("tools[%d].name", i), Msg: "is empty"}
 			}
 			params := objectSchema
 			if len(bytes.TrimSpace(t.Parameters)) > 0 {
 				if !isJSONObject(t.Parameters) {
-					return nil, &llm.ConfigError{Field: fmt.Sprintf("tools[%d].parameters", i), Msg: "is not a JSON object"}
+					return "", nil, &llm.ConfigError{Field: fmt.Sprintf("tools[%d].parameters", i), Msg: "is not a JSON object"}
 				}
 				params = t.Parameters
 			}
@@ -161,16 +170,16 @@ func (Codec) ChatRequest(req *llm.ChatRequest, o wire.BuildOptions) (*wire.Reque
 		out.ToolConfig = &toolConfig{FunctionCallingConfig: functionCallingConfig{Mode: "ANY"}}
 	case llm.ToolChoiceTool:
 		if tc.Name == "" {
-			return nil, &llm.ConfigError{Field: "tool_choice.name", Msg: "is empty"}
+			return "", nil, &llm.ConfigError{Field: "tool_choice.name", Msg: "is empty"}
 		}
 		out.ToolConfig = &toolConfig{FunctionCallingConfig: functionCallingConfig{Mode: "ANY", AllowedFunctionNames: []string{tc.Name}}}
 	default:
-		return nil, &llm.ConfigError{Field: "tool_choice.mode", Msg: fmt.Sprintf("unknown mode %q", tc.Mode)}
+		return "", nil, &llm.ConfigError{Field: "tool_choice.mode", Msg: fmt.Sprintf("unknown mode %q", tc.Mode)}
 	}
 
 	gc, err := buildGenerationConfig(req, o.Learned)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	out.GenerationConfig = gc
 	out.CachedContent = cachedContent(req)
@@ -181,7 +190,7 @@ func (Codec) ChatRequest(req *llm.ChatRequest, o wire.BuildOptions) (*wire.Reque
 	} else {
 		path += ":generateContent"
 	}
-	return wire.PostJSON(path, &out, o.Stream, req.Headers)
+	return path, &out, nil
 }
 
 // buildGenerationConfig maps sampling, output and thinking controls; nil
