@@ -5,7 +5,10 @@
 // Requests go to /v1beta/models/{model}:generateContent, or
 // :streamGenerateContent?alt=sse when streaming, with the key in
 // x-goog-api-key. A "models/" prefix on the model name is dropped; the rest
-// is path-escaped.
+// is path-escaped. The body is built as structs (every check and field
+// error lives there); a plain text request is then written by an append
+// encoder (request_append.go) that gives encoding/json's exact bytes, and
+// any other by encoding/json.
 //
 // How the vocabulary maps:
 //
