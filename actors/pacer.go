@@ -268,7 +268,10 @@ func (b *budget) classify(units, limit, remaining int, reset time.Duration, now 
 	}
 	hi := float64(limit-remaining) / reset.Seconds()
 	lo := float64(limit-remaining-1) / reset.Seconds()
-	if b.repAt.IsZero() || b.repReset <= 0 || b.repRemain >= limit || units <= b.repUnits {
+	if b.repAt.IsZero() || b.repReset <= 0 || b.repRemain >= limit || units <= b.repUnits || b.refilled {
+		// No pair to weigh: no earlier report, or the earlier one's
+		// window has been refilled since (a window's next full instant
+		// lies a window later: that says nothing of the limiter).
 		b.lo, b.hi = lo, hi
 		return
 	}

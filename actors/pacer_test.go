@@ -480,3 +480,35 @@ func TestPacerInferredWindowTurnedEarly(t *testing.T) {
 		t.Fatal("admitted past the inferred limit")
 	}
 }
+
+// TestPacerWindowStaysFixedAcrossRefills: a fixed window's first report
+// after a refill names a full instant a window later than the last one of
+// the window before. That pair says nothing of the limiter; weighed as
+// evidence against a fixed window, it kept the score of keys sharing one
+// below the mark (each sees a few reports a window), and every refill then
+// probed with one request instead of admitting the key's share.
+func TestPacerWindowStaysFixedAcrossRefills(t *testing.T) {
+	t0 := time.Now()
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	p := newPacer(Limits{}, t0)
+	p.reqs.peers, p.reqs.shared = 2, true
+	report := func(at, remaining, windowEnd int) {
+		s := p.grant(1)
+		p.release(s, llm.RateLimit{HasRequests: true, LimitRequests: 20, RemainingRequests: remaining, ResetRequests: ms(windowEnd).Sub(ms(at))}, false, 0, false, ms(at))
+	}
+	for i, rem := range []int{18, 16, 14} { // ours and the other key's charges
+		report(10+i, rem, 500)
+	}
+	if p.reqs.fixed < bucketScore {
+		t.Fatalf("fixed score %d after three reports of one window's end", p.reqs.fixed)
+	}
+	p.blocked(1, ms(520)) // the refill
+	report(521, 18, 1000)
+	if p.reqs.fixed < bucketScore {
+		t.Fatalf("the next window's first report took the fixed score to %d", p.reqs.fixed)
+	}
+	p.blocked(1, ms(1020))
+	if p.reqs.remaining < 9 {
+		t.Fatalf("a shared fixed window refilled to %d, want this key's share (10, less what is in flight)", p.reqs.remaining)
+	}
+}
