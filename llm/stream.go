@@ -14,6 +14,12 @@ import (
 // The events channel is closed when the stream ends; Result then returns the
 // whole answer or the error that ended it. After an error that followed
 // emitted events, the error is a *StreamError holding the partial result.
+//
+// The producer writes into the channel from a goroutine of its own (a
+// receive from a channel runs no code of the producer's), so a Stream costs
+// one goroutine besides its consumer's while it is open; a caller who wants
+// none uses its producer's callback face where it has one
+// (providers.Client.StreamTo).
 type Stream struct {
 	events chan Event
 	done   chan struct{}
@@ -37,12 +43,22 @@ type StreamWriter struct {
 // caller closes the stream or when parent ends.
 func NewStream(parent context.Context, buffer int) (*Stream, *StreamWriter, context.Context) {
 	ctx, cancel := context.WithCancel(parent)
+	s, w := NewStreamWithCancel(ctx, cancel, buffer)
+	return s, w, ctx
+}
+
+// NewStreamWithCancel is NewStream for a producer that already owns a
+// cancellable context (a call's budget, say): ctx is the context the
+// producer watches, and cancel, which must cancel ctx, is what Close and
+// Finish call. It saves the context NewStream would derive, which every
+// open stream would otherwise hold.
+func NewStreamWithCancel(ctx context.Context, cancel context.CancelFunc, buffer int) (*Stream, *StreamWriter) {
 	s := &Stream{
 		events: make(chan Event, buffer),
 		done:   make(chan struct{}),
 		cancel: cancel,
 	}
-	return s, &StreamWriter{s: s, ctx: ctx}, ctx
+	return s, &StreamWriter{s: s, ctx: ctx}
 }
 
 // Emit delivers one event, blocking while the buffer is full. It returns

@@ -46,6 +46,25 @@
 //   - A stream that ends without the format's completion signal is
 //     llm.ErrPrematureClose; one that sends nothing, keepalives included,
 //     for the idle timeout is llm.ErrIdleTimeout.
+//   - Goroutines per open stream: Stream decodes on a goroutine of its own,
+//     because a receive from Events cannot run the decoder; with net/http's
+//     HTTP/1.1 transport (a read and a write goroutine per connection) an
+//     open stream is four goroutines, the caller's included. StreamTo
+//     decodes on the caller's goroutine: three, as a loop of the caller's
+//     own over the body. All and Result could in principle decode on the
+//     caller's goroutine too, but Stream sends the request at once, before
+//     the caller picks a face (so that streams opened one after another
+//     wait for their first bytes together), and the attempt, its retries
+//     before the first event and its end would then have to hand over
+//     between goroutines mid-call; that is not done.
+//   - Memory per open stream is what waits on the network: the SSE reader
+//     keeps 512 bytes of its own and takes its 4 KiB read buffer from a pool
+//     only while bytes are at hand (providers/internal/sse); the stream's
+//     context is the call's budget, not one more; the request Stream builds
+//     to reject a bad one is the one the first attempt sends. The event
+//     channel (WithStreamBuffer events of llm.Event) is the largest part
+//     left: it is what lets the decoder run ahead of a consumer that is
+//     briefly busy.
 //   - Learn-once state (Learned) is per endpoint (provider id and base URL;
 //     per model where the lesson is), monotonic and shared by every caller
 //     and every credential of the endpoint that is given it; a rejection

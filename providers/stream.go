@@ -29,16 +29,19 @@ func (c *Client) Stream(ctx context.Context, req *llm.ChatRequest) (*llm.Stream,
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	sent := c.learned.snapshot()
-	if _, err := c.chatCodec(req).ChatRequest(req, c.buildOpts(true, sent)); err != nil {
+	// The request is built here, so that a bad one fails the call and
+	// nothing is sent; the first attempt sends what was built.
+	pre := &prebuilt{sent: c.learned.snapshot(), codec: c.chatCodec(req)}
+	wreq, err := pre.codec.ChatRequest(req, c.buildOpts(true, pre.sent))
+	if err != nil {
 		return nil, err
 	}
+	pre.wreq = wreq
+	// The call's budget is the stream's context: Close cancels it, and
+	// the stream holds no context of its own.
 	bctx, cancel := c.budget(ctx)
-	s, w, sctx := llm.NewStream(bctx, c.buffer)
-	go func() {
-		defer cancel()
-		c.runStream(sctx, req, w)
-	}()
+	s, w := llm.NewStreamWithCancel(bctx, cancel, c.buffer)
+	go c.runStream(bctx, req, pre, w)
 	return s, nil
 }
 
@@ -63,7 +66,16 @@ func (c *Client) StreamTo(ctx context.Context, req *llm.ChatRequest, emit func(l
 func (c *Client) StreamToValidated(ctx context.Context, req *llm.ChatRequest, emit func(llm.Event) bool) (*llm.ChatResult, error) {
 	ctx, cancel := c.budget(ctx)
 	defer cancel()
-	return c.streamLadder(ctx, req, emit)
+	return c.streamLadder(ctx, req, nil, emit)
+}
+
+// prebuilt is a stream request built before its first attempt (by Stream,
+// to reject a bad request at once), with the codec and the learned state it
+// was built with: the first attempt sends it, a retry builds anew.
+type prebuilt struct {
+	sent  wire.Learned
+	codec wire.Codec
+	wreq  *wire.Request
 }
 
 type streamState struct {
@@ -76,25 +88,31 @@ func (st *streamState) send(ev llm.Event) bool {
 	return st.emit(ev)
 }
 
-func (c *Client) runStream(ctx context.Context, req *llm.ChatRequest, w *llm.StreamWriter) {
-	res, err := c.streamLadder(ctx, req, w.Emit)
+func (c *Client) runStream(ctx context.Context, req *llm.ChatRequest, pre *prebuilt, w *llm.StreamWriter) {
+	res, err := c.streamLadder(ctx, req, pre, w.Emit)
 	w.Finish(res, err)
 }
 
-func (c *Client) streamLadder(ctx context.Context, req *llm.ChatRequest, out func(llm.Event) bool) (*llm.ChatResult, error) {
+func (c *Client) streamLadder(ctx context.Context, req *llm.ChatRequest, pre *prebuilt, out func(llm.Event) bool) (*llm.ChatResult, error) {
 	st := &streamState{emit: out}
 	emit := st.send
 	var res *llm.ChatResult
 	err := c.ladder(ctx, "stream", req.Model, func(ctx context.Context, attempt int) attemptResult {
-		sent := c.learned.snapshot()
-		codec := c.chatCodec(req)
+		sent, codec := c.learned.snapshot(), c.chatCodec(req)
+		var wreq *wire.Request
+		if pre != nil {
+			// Dropped once used: an open stream keeps nothing of it
+			// beyond what net/http holds (its header map is copied).
+			sent, codec, wreq = pre.sent, pre.codec, pre.wreq
+			pre = nil
+		}
 		c.traceApplied(ctx, req, sent, true, attempt) // learntrace.go
 		var status int
 		var err error
 		if c.learned.Has(LearnBuffered) {
 			res, status, err = c.bufferedAsStream(ctx, codec, req, sent, attempt, emit)
 		} else {
-			res, status, err = c.streamAttempt(ctx, codec, req, sent, attempt, emit)
+			res, status, err = c.streamAttempt(ctx, codec, req, wreq, sent, attempt, emit)
 		}
 		r := attemptResult{status: status, err: err}
 		if res != nil {
@@ -169,10 +187,14 @@ func emitResult(res *llm.ChatResult, emit wire.Emit) bool {
 	return emit(llm.Event{Type: llm.EventFinish, Finish: res.FinishReason})
 }
 
-func (c *Client) streamAttempt(ctx context.Context, codec wire.Codec, req *llm.ChatRequest, sent wire.Learned, attempt int, emit wire.Emit) (*llm.ChatResult, int, error) {
-	wreq, err := codec.ChatRequest(req, c.buildOpts(true, sent))
-	if err != nil {
-		return nil, 0, err
+// streamAttempt sends wreq, or the request built from req when wreq is nil,
+// and reads its answer.
+func (c *Client) streamAttempt(ctx context.Context, codec wire.Codec, req *llm.ChatRequest, wreq *wire.Request, sent wire.Learned, attempt int, emit wire.Emit) (*llm.ChatResult, int, error) {
+	if wreq == nil {
+		var err error
+		if wreq, err = codec.ChatRequest(req, c.buildOpts(true, sent)); err != nil {
+			return nil, 0, err
+		}
 	}
 	actx, acancel := context.WithCancelCause(ctx)
 	defer acancel(nil)
@@ -245,6 +267,7 @@ func (c *Client) streamAttempt(ctx context.Context, codec wire.Codec, req *llm.C
 
 func pumpSSE(r io.Reader, dec wire.StreamDecoder, emit wire.Emit, activity *atomic.Uint64) error {
 	sr := sse.NewReader(r, activity)
+	defer sr.Release()
 	for {
 		ev, err := sr.Next()
 		if err == io.EOF {
