@@ -64,6 +64,14 @@ type budget struct {
 	// token bucket (score >= bucketScore); zero for a window.
 	rate  float64
 	score int
+	// The report the limiter was last classified from: reports are
+	// weighed pairwise in grant order only, since an answer that was
+	// overtaken carries an older state whose full instant its latency
+	// moved.
+	clsAt     time.Time
+	clsRemain int
+	clsReset  time.Duration
+	clsUnits  int
 	// level is a bucket's level as of levelAt: the newest report's, less
 	// what it had not counted, refilled at rate and charged at each grant.
 	level   float64
@@ -266,27 +274,37 @@ func (b *budget) classify(units, limit, remaining int, reset time.Duration, now 
 	if reset <= 0 || remaining >= limit {
 		return
 	}
+	if units <= b.clsUnits && !b.clsAt.IsZero() && !b.refilled {
+		return // an answer overtaken by a later grant's: an older state
+	}
 	hi := float64(limit-remaining) / reset.Seconds()
 	lo := float64(limit-remaining-1) / reset.Seconds()
-	if b.repAt.IsZero() || b.repReset <= 0 || b.repRemain >= limit || units <= b.repUnits || b.refilled {
+	prevAt, prevReset, prevRemain, prevUnits := b.clsAt, b.clsReset, b.clsRemain, b.clsUnits
+	b.clsAt, b.clsReset, b.clsRemain, b.clsUnits = now, reset, remaining, units
+	if prevAt.IsZero() || prevReset <= 0 || prevRemain >= limit || units <= prevUnits || b.refilled {
 		// No pair to weigh: no earlier report, or the earlier one's
 		// window has been refilled since (a window's next full instant
 		// lies a window later: that says nothing of the limiter).
 		b.lo, b.hi = lo, hi
 		return
 	}
-	moved := now.Add(reset).Sub(b.repAt.Add(b.repReset)).Seconds()
-	expect := float64(units-b.repUnits) / hi
+	moved := now.Add(reset).Sub(prevAt.Add(prevReset)).Seconds()
+	expect := float64(units-prevUnits) / hi
 	tol := 0.005 + 0.02*reset.Seconds()
 	nlo, nhi := max(b.lo, lo), min(b.hi, hi)
-	agree := nlo <= nhi*1.02 && moved > tol && math.Abs(moved-expect) <= 0.5*expect+tol
+	// A bucket's full instant moves later by what was charged between
+	// the two reports at its rate; how much of that was ours the reports
+	// do not say when requests overtake each other, so agreement is the
+	// rate's bounds meeting and the full instant moving later at all (a
+	// fixed window's stays put; a sliding window's rate bounds part).
+	agree := nlo <= nhi*1.02 && moved > tol
 	if b.shared && b.peers > 1 {
 		// Other keys draw on a shared bucket too: the full instant moves by
 		// their grants as well as ours, so it moves at least by ours and at
 		// most by every key's share of it.
 		agree = nlo <= nhi*1.02 && moved > tol && moved >= 0.5*expect-tol && moved <= 1.5*expect*float64(b.peers)+tol
 	}
-	still := math.Abs(moved) <= tol && remaining < b.repRemain
+	still := math.Abs(moved) <= tol && remaining < prevRemain
 	switch {
 	case agree:
 		b.score = min(b.score+1, 3)

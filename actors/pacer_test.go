@@ -512,3 +512,39 @@ func TestPacerWindowStaysFixedAcrossRefills(t *testing.T) {
 		t.Fatalf("a shared fixed window refilled to %d, want this key's share (10, less what is in flight)", p.reqs.remaining)
 	}
 }
+
+// TestPacerBucketReadThroughOvertakenAnswers replays the reports one key
+// of the pacing matrix saw from a token bucket (20, refilling at 40 a
+// second) at concurrency 16: requests reached the provider and answered in
+// another order than they were granted. Each report's full instant moved by
+// what the bucket charged before it, not by our grants between the two
+// reports; weighing pairs by our grant count read the bucket as no bucket,
+// and the key waited half a second for it to be full (the per-key cells at
+// 1.35x the minimum).
+func TestPacerBucketReadThroughOvertakenAnswers(t *testing.T) {
+	t0 := time.Now()
+	p := newPacer(Limits{}, t0)
+	p.observed = true
+	reports := []struct {
+		seq, granted, remaining int
+		resetMs, atUs           int
+	}{
+		{1, 4, 19, 25, 0}, {2, 6, 16, 99, 1000}, {3, 10, 15, 124, 1000}, {5, 12, 13, 173, 2000},
+		{8, 15, 8, 296, 4000}, {14, 19, 7, 320, 6000}, {18, 20, 5, 369, 6000}, {20, 20, 3, 419, 8000},
+		{16, 20, 0, 492, 9000},
+	}
+	for _, r := range reports {
+		for int(p.seq) < r.granted {
+			p.grant(1)
+		}
+		p.release(uint64(r.seq), llm.RateLimit{HasRequests: true, LimitRequests: 20, RemainingRequests: r.remaining, ResetRequests: time.Duration(r.resetMs) * time.Millisecond}, false, 0, false, t0.Add(time.Duration(r.atUs)*time.Microsecond))
+	}
+	if p.reqs.rate < 30 || p.reqs.rate > 41 {
+		t.Fatalf("refill rate read as %.1f/s, want the bucket's 40/s", p.reqs.rate)
+	}
+	// Read as a bucket, it admits again within the refill of a request or
+	// two, not when the bucket is full again (about 500ms).
+	if b, at := p.blocked(1, t0.Add(10*time.Millisecond)); b && at.Sub(t0) > 100*time.Millisecond {
+		t.Fatalf("next admission %v after the burst, want within a refill of one request", at.Sub(t0))
+	}
+}
