@@ -160,9 +160,12 @@ func (d *decoder) Feed(_, data []byte, emit wire.Emit) (bool, error) {
 			d.tail = d.tail[:0]
 			return false, err
 		}
-		d.tail = append(d.tail[:0], data[tailAt:]...)
-		if tailAt == 0 {
+		// A finished answer seldom sends more: its tail (the longest, with
+		// the final counts) is not worth a copy.
+		if tailAt == 0 || finishSeen {
 			d.tail = d.tail[:0]
+		} else {
+			d.tail = append(d.tail[:0], data[tailAt:]...)
 		}
 	}
 	if tailAt > 0 && !finishSeen {
@@ -264,7 +267,11 @@ func (d *decoder) rest(usage, feedback, errv, rid, mv []byte, hasCandidate bool,
 	// Most chunks repeat the previous usageMetadata byte for byte, or change
 	// one count: parse it only when its text changed.
 	if !jsonscan.IsNull(usage) && !bytes.Equal(usage, d.usageRaw) {
-		d.usageRaw = append(d.usageRaw[:0], usage...)
+		if *finishSeen {
+			d.usageRaw = d.usageRaw[:0] // as for the tail: not worth a copy
+		} else {
+			d.usageRaw = append(d.usageRaw[:0], usage...)
+		}
 		u, ok, err := parseUsage(usage)
 		if err != nil {
 			return err

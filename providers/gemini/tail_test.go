@@ -56,6 +56,11 @@ func TestTailSkipChangesNothing(t *testing.T) {
 			[]byte(`{"candidates": [{"content": {"parts": [{"text": "t", "thought": true}],"role": "model"},"index": 0}]` + tail),
 			[]byte(cand(`u`) + tail),
 			[]byte(`{"candidates": [{"content": {"parts": [{"text": "k"}]},"finishReason": "STOP","index": 0}]` + tail),
+			// After the finish, whose tail and usage are not kept.
+			[]byte(`{"candidates": [{"content": {"parts": [{"text": "w"}]},"finishReason": "STOP","index": 0}]` + tail),
+			[]byte(cand("x") + tail),
+			[]byte(cand("y") + `,"usageMetadata": {"promptTokenCount": 11,"candidatesTokenCount": 9,"totalTokenCount": 20}}`),
+			[]byte(cand("z") + `,"usageMetadata": {"promptTokenCount": 11,"candidatesTokenCount": 9,"totalTokenCount": 20}}`),
 		},
 	}
 	for name, chunks := range cases {
