@@ -64,8 +64,14 @@ func (c *Client) StreamTo(ctx context.Context, req *llm.ChatRequest, emit func(l
 // bad one never queues, and may then place it on several credentials and
 // models. Any other caller wants StreamTo.
 func (c *Client) StreamToValidated(ctx context.Context, req *llm.ChatRequest, emit func(llm.Event) bool) (*llm.ChatResult, error) {
-	ctx, cancel := c.budget(ctx)
-	defer cancel()
+	// A context that already ends within the budget (the runtime's call
+	// context) needs no budget of its own: the call runs on the caller's
+	// goroutine, and each attempt cancels its own request at its end.
+	if !c.withinBudget(ctx) {
+		var cancel context.CancelFunc
+		ctx, cancel = c.budget(ctx)
+		defer cancel()
+	}
 	return c.streamLadder(ctx, req, nil, emit)
 }
 

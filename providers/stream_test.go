@@ -1,0 +1,49 @@
+package providers
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/llmtest"
+)
+
+// TestStreamToBudget: StreamTo derives no budget of its own from a context
+// that already ends within the client's (the runtime's call context), and
+// keeps the client's budget for one that ends later: a stalled stream is
+// cut at whichever ends first.
+func TestStreamToBudget(t *testing.T) {
+	srv := llmtest.NewServer()
+	defer srv.Close()
+	cfg := formats(srv)[0]
+	stall := func() {
+		srv.Push(llmtest.Step{Fault: &llmtest.Fault{Kind: llmtest.FaultStall, After: 1, Stall: 30 * time.Second, Reply: &llmtest.Reply{Deltas: []string{"a", "b"}}}})
+	}
+	cases := []struct {
+		name           string
+		budget, caller time.Duration
+	}{
+		{"caller ends first", time.Hour, 200 * time.Millisecond},
+		{"budget ends first", 200 * time.Millisecond, time.Hour},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			stall()
+			c := newClient(t, cfg, WithTimeout(tc.budget), WithIdleTimeout(0))
+			ctx, cancel := context.WithTimeout(context.Background(), tc.caller)
+			defer cancel()
+			start := time.Now()
+			events := 0
+			res, err := c.StreamTo(ctx, hello(), func(llm.Event) bool { events++; return true })
+			var se *llm.StreamError
+			if !errors.As(err, &se) || !errors.Is(err, context.DeadlineExceeded) || events == 0 || res == nil {
+				t.Fatalf("stalled stream: %d events, %v", events, err)
+			}
+			if d := time.Since(start); d > 10*time.Second {
+				t.Fatalf("a stall cut at 200ms ran %v", d)
+			}
+		})
+	}
+}
