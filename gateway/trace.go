@@ -48,12 +48,14 @@ func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 // span is a no-op.
 func (h *Handler) serveTraced(w http.ResponseWriter, r *http.Request) {
 	ctx := traceContext.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	attrs := []attribute.KeyValue{
+	// Room for every attribute set below: appending never grows it.
+	attrs := make([]attribute.KeyValue, 0, 9)
+	attrs = append(attrs,
 		semconv.HTTPRequestMethodKey.String(r.Method),
 		semconv.URLPath(r.URL.Path),
 		semconv.URLScheme(scheme(r)),
 		semconv.NetworkProtocolVersion(protoVersion(r)),
-	}
+	)
 	if host, port, err := net.SplitHostPort(r.Host); err == nil {
 		attrs = append(attrs, semconv.ServerAddress(host))
 		if p, err := strconv.Atoi(port); err == nil {
