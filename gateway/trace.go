@@ -72,8 +72,15 @@ func (h *Handler) serveTraced(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, span := h.tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 	defer span.End()
-	sw := &statusWriter{ResponseWriter: w}
 	r = r.WithContext(ctx)
+	if !span.IsRecording() {
+		// Nothing told to this span is kept (no TracerProvider, or not
+		// sampled): serve without recording the status, and skip the name
+		// and attributes, which would cost allocations for nothing.
+		h.mux.ServeHTTP(w, r)
+		return
+	}
+	sw := &statusWriter{ResponseWriter: w}
 	h.mux.ServeHTTP(sw, r)
 	if route, ok := strings.CutPrefix(r.Pattern, r.Method+" "); ok {
 		span.SetName(r.Method + " " + route)
