@@ -106,10 +106,12 @@
 // floor-extract does (frame the lines, bytes.Index of "text":, unescape in
 // place), 0.85 to 0.97 times it (BenchmarkStreamDecoder/corpus/vs-floor,
 // which times both by turns); the whole StreamTo, request to result, about
-// 1.25 times the floor (BenchmarkDecodeMemory in package providers,
-// median of 4 alternated runs; 1.75 times with the decoder before these
-// changes, 10 times before the template path), with 80 allocations and
-// 21.7 KB per stream instead of 1,010 and 31.7 KB.
+// 1.2 times the floor (BenchmarkDecodeMemory in package providers, median
+// of 4 alternated runs at load 8; 1.64 times with the decoder before these
+// changes, 10 times before the template path), with 76 allocations and
+// 21.1 KB per stream instead of 1,010 and 31.7 KB. bench's own decode
+// scenario measured 1.10 to 1.28 times (1.38 to 1.82 before) in 3
+// alternated runs.
 //
 // Errors. ParseError reads {"error":{code,message,status}} (also as the
 // first element of an array) and RetryDelay reads the google.rpc.RetryInfo
