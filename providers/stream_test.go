@@ -3,6 +3,8 @@ package providers
 import (
 	"context"
 	"errors"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,5 +47,34 @@ func TestStreamToBudget(t *testing.T) {
 				t.Fatalf("a stall cut at 200ms ran %v", d)
 			}
 		})
+	}
+}
+
+// TestGrowStack: growStack leaves the goroutine with the 8 KiB stack a
+// stream's call needs (the compiler kept its frame).
+func TestGrowStack(t *testing.T) {
+	const n = 200
+	release := make(chan struct{})
+	var ready sync.WaitGroup
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	ready.Add(n)
+	var done sync.WaitGroup
+	done.Add(n)
+	for range n {
+		go func() {
+			defer done.Done()
+			growStack()
+			ready.Done()
+			<-release
+		}()
+	}
+	ready.Wait()
+	runtime.ReadMemStats(&after)
+	close(release)
+	done.Wait()
+	if per := (after.StackInuse - before.StackInuse) / n; per < 8<<10 {
+		t.Fatalf("%d B of stack per goroutine after growStack, want 8 KiB", per)
 	}
 }
