@@ -95,9 +95,9 @@ const bucketScore = 2
 
 // refresh brings the budget up to now: a bucket's level, or a window's
 // refill once its reset has passed. units is what was granted so far;
-// inFlightAfter, what is in flight of what was granted after the newest
-// report (what may still land in a fixed window's next window).
-func (b *budget) refresh(now time.Time, units, inFlightAfter int) {
+// inFlight, what is in flight and not yet accepted (what may still land
+// in a fixed window's next window).
+func (b *budget) refresh(now time.Time, units, inFlight int) {
 	if !b.known {
 		return
 	}
@@ -122,7 +122,7 @@ func (b *budget) refresh(now time.Time, units, inFlightAfter int) {
 	// it and is still charged.
 	b.used = max(units-b.repUnits, 0) + b.repUnseen
 	if b.fixed >= bucketScore {
-		b.used = inFlightAfter
+		b.used = inFlight
 	}
 	b.remaining = max(b.limit/int(b.share())-b.used, 0)
 	if b.shared && b.peers > 1 && b.fixed < bucketScore {
@@ -421,14 +421,14 @@ func (p *pacer) blocked(cost int, now time.Time) (bool, time.Time) {
 	if !p.observed && p.inFlight >= p.probeConcurrency {
 		return true, time.Time{}
 	}
-	// In flight and granted after the request of each budget's newest
-	// report: what may still land in a fixed window's next window.
+	// In flight and not yet accepted: what may still land in a fixed
+	// window's next window (a request granted before the newest report
+	// can reach the provider after the window turned as well as one
+	// granted after it; one whose answer has begun was counted).
 	reqsAfter, toksAfter := 0, 0
-	for s, g := range p.grants {
-		if int(s) > p.reqs.repUnits {
+	for _, g := range p.grants {
+		if !g.accepted {
 			reqsAfter++
-		}
-		if g.cum > p.toks.repUnits {
 			toksAfter += g.cost
 		}
 	}

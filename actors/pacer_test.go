@@ -67,8 +67,10 @@ func TestPacerLearnsAndRefills(t *testing.T) {
 	if b, _ := p.blocked(10, later); b {
 		t.Fatal("budget not refilled after the reset")
 	}
-	if p.reqs.remaining != 10 {
-		t.Fatalf("refill = %d", p.reqs.remaining)
+	// The four granted before the reset and never answered may reach the
+	// provider in its next window: they are charged there.
+	if p.reqs.remaining != 6 {
+		t.Fatalf("refill = %d, want 10 less the 4 unanswered in flight", p.reqs.remaining)
 	}
 }
 
