@@ -130,6 +130,10 @@ type CredentialState struct {
 	// mu serializes every method: the pacer and the queue below are
 	// touched under it only.
 	mu sync.Mutex
+	// sent counts the reports and acceptances a Ref sent to the Owner
+	// that the Owner has not applied yet: while there is one, nothing is
+	// applied at once (TryGrant, finishNow), so nothing overtakes it.
+	sent atomic.Int64
 
 	queueCap int
 	pacer    *pacer
@@ -215,6 +219,10 @@ func (c *CredentialState) Cancel(o Owner, m AdmitCancelled) {
 func (c *CredentialState) Finish(o Owner, m RequestFinished) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.finish(o, m)
+}
+
+func (c *CredentialState) finish(o Owner, m RequestFinished) {
 	defer c.publish()
 	c.requests++
 	if m.Failed {
@@ -232,9 +240,50 @@ func (c *CredentialState) Finish(o Owner, m RequestFinished) {
 func (c *CredentialState) Accept(o Owner, m RequestAccepted) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.accept(o, m)
+}
+
+func (c *CredentialState) accept(o Owner, m RequestAccepted) {
 	defer c.publish()
 	c.pacer.accept(m.Seq, time.Now())
 	c.drain(o)
+}
+
+// paced reports whether the credential has anything to pace: a request
+// or token budget known (configured, learned from reports, inferred from
+// 429s), or a 429 ever seen. What such a credential admits, and the
+// reports it learns from, keep the Owner's order (see TryGrant).
+func (c *CredentialState) paced() bool {
+	return c.pacer.reqs.known || c.pacer.toks.known || c.rateLimited > 0
+}
+
+// finishNow applies a report at once, on the caller's goroutine, when that
+// cannot reorder anything: the credential paces nothing, the report
+// teaches no limit and no cooldown, and no report or acceptance sent to
+// the Owner before it is still on its way. It reports false, having done
+// nothing, otherwise: the report then goes to the Owner as before.
+func (c *CredentialState) finishNow(o Owner, m RequestFinished) bool {
+	if m.RateLimited || m.RateLimit.HasRequests || m.RateLimit.HasTokens {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.paced() || c.sent.Load() > 0 {
+		return false
+	}
+	c.finish(o, m)
+	return true
+}
+
+// acceptNow is finishNow for an acceptance.
+func (c *CredentialState) acceptNow(o Owner, m RequestAccepted) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.paced() || c.sent.Load() > 0 {
+		return false
+	}
+	c.accept(o, m)
+	return true
 }
 
 // Wake serves the waiters that pacing or cooldown held back, after
@@ -271,15 +320,21 @@ func (c *CredentialState) Stopped() {
 	c.timerAt = time.Time{}
 }
 
-// TryGrant grants a request of cost at once if that needs no wait: the
-// credential is open, nobody waits in its queue and the pacer lets it go
-// now, exactly as Admit would grant it on arrival. It reports false
-// otherwise, having changed nothing: the caller then asks the Owner
-// (AdmitRequested) and waits its turn.
+// TryGrant grants a request of cost at once if that needs no wait and
+// paces nothing: the credential is open, nobody waits in its queue, it is
+// not paced (no budget known, no 429 seen), no report sent to the Owner
+// is still on its way, and the pacer lets it go now, exactly as Admit
+// would grant it on arrival. It reports false otherwise, having changed
+// nothing: the caller then asks the Owner (AdmitRequested) and waits its
+// turn. A paced credential is served through its Owner alone, its
+// admissions and reports in one order, as before this path existed: the
+// pacer's reading of a provider's windows depends on when reports land
+// among grants (granting at once there too let late 429s through in
+// TestPacingMatrix under the race detector).
 func (c *CredentialState) TryGrant(cost int) (uint64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed || len(c.queue) > 0 {
+	if c.closed || len(c.queue) > 0 || c.paced() || c.sent.Load() > 0 {
 		return 0, false
 	}
 	if blocked, _ := c.pacer.blocked(cost, time.Now()); blocked {

@@ -13,13 +13,14 @@
 // so that, once the limits are known, no request is sent that the provider
 // would refuse.
 //
-// What needs no wait does not travel as a message (the Ref applies it on
-// the caller's goroutine, under the state's lock): a grant the pacer
-// allows at once with nobody queued or asking ahead, the acceptance and
-// the report. The actor serves whoever must wait (the queue, the pacing
-// timer, a cooldown's end), so an unthrottled call costs no actor round
-// trip and no wakeup of another goroutine; the state's rules are the same
-// either way (CredentialState, Ref).
+// A credential that paces nothing (no budget configured, learned or
+// inferred, no 429 seen) does not trade messages for what needs no wait:
+// the Ref applies on the caller's goroutine, under the state's lock, a
+// grant the pacer allows at once with nobody queued or asking ahead, the
+// acceptance and the report, so such a call costs no actor round trip and
+// no wakeup of another goroutine. Once it paces, everything goes through
+// the actor in one order, as the pacer's reading of a provider's windows
+// needs (CredentialState.TryGrant, Ref).
 //
 // Pacing reads the limiter behind the headers, not only the numbers
 // (pacer.go): a report's "full" instant (arrival + reset) ranks reports

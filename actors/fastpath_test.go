@@ -149,3 +149,75 @@ func BenchmarkAdmissionBusy(b *testing.B) {
 		r.Finish(RequestFinished{Seq: s})
 	}
 }
+
+// A paced credential (a known budget, or a 429 seen) is served through its
+// actor alone, as before the immediate path existed: its grants are asked
+// for, and its reports and acceptances travel as messages, in one order.
+func TestPacedCredentialKeepsTheActorsOrder(t *testing.T) {
+	_, r := spawn(t, Limits{RequestsPerMinute: 1000}, 10)
+	seq, err := r.Admit(ctxT(t, time.Second), 1)
+	if err != nil || r.nextID.Load() != 1 {
+		t.Fatalf("a paced credential granted without asking: seq %d, %v, asks %d", seq, err, r.nextID.Load())
+	}
+	if r.Cred.acceptNow(r.owner, RequestAccepted{Seq: seq}) || r.Cred.finishNow(r.owner, RequestFinished{Seq: seq}) {
+		t.Fatal("a paced credential's report was applied at once")
+	}
+	r.Finish(RequestFinished{Seq: seq})
+	waitFinished(t, r, 1)
+
+	// Unpaced: at once, until a 429 is reported; from then on, the actor.
+	_, u := spawn(t, Limits{}, 10)
+	seq, _ = u.Admit(ctxT(t, time.Second), 1)
+	if u.nextID.Load() != 0 {
+		t.Fatal("an unpaced credential asked its actor")
+	}
+	u.Finish(RequestFinished{Seq: seq, Status: 429, RateLimited: true, RetryAfter: time.Millisecond})
+	waitFinished(t, u, 1)
+	time.Sleep(5 * time.Millisecond) // the cooldown ends
+	if seq, err = u.Admit(ctxT(t, time.Second), 1); err != nil || u.nextID.Load() != 1 {
+		t.Fatalf("after a 429: seq %d, %v, asks %d (want one ask)", seq, err, u.nextID.Load())
+	}
+	if u.Cred.finishNow(u.owner, RequestFinished{Seq: seq}) {
+		t.Fatal("a credential that saw a 429 applied a report at once")
+	}
+}
+
+// A report sent to the actor holds back what would overtake it: no grant
+// and no report is applied at once until the actor applied it.
+func TestSentReportIsNotOvertaken(t *testing.T) {
+	_, r := spawn(t, Limits{}, 10)
+	r.Cred.sent.Add(1) // as if a report were on its way
+	if _, ok := r.Cred.TryGrant(1); ok {
+		t.Fatal("granted at once past a report on its way")
+	}
+	if r.Cred.finishNow(r.owner, RequestFinished{Seq: 1}) || r.Cred.acceptNow(r.owner, RequestAccepted{Seq: 1}) {
+		t.Fatal("applied at once past a report on its way")
+	}
+	r.Cred.sent.Add(-1)
+	// A caller in the queue is not overtaken either, even where the pacer
+	// would let the request go.
+	r.Cred.mu.Lock()
+	r.Cred.queue = append(r.Cred.queue, waiter{id: 99})
+	r.Cred.mu.Unlock()
+	if _, ok := r.Cred.TryGrant(1); ok {
+		t.Fatal("granted at once past a queued caller")
+	}
+	r.Cred.mu.Lock()
+	r.Cred.queue = nil
+	r.Cred.mu.Unlock()
+	if _, ok := r.Cred.TryGrant(1); !ok {
+		t.Fatal("not granted at once with nothing on its way")
+	}
+}
+
+func waitFinished(t *testing.T, r *Ref, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		if s, err := r.Stats(time.Second); err == nil && s.Requests == n && r.Cred.sent.Load() == 0 {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("the actor never applied %d reports", n)
+}

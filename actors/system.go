@@ -116,6 +116,14 @@ func (a *credentialActor) Receive(ctx actor.Context) {
 		a.c.Finish(a, m)
 	case RequestAccepted:
 		a.c.Accept(a, m)
+	case sent:
+		switch m := m.msg.(type) {
+		case RequestFinished:
+			a.c.Finish(a, m)
+		case RequestAccepted:
+			a.c.Accept(a, m)
+		}
+		a.c.sent.Add(-1)
 	case wake:
 		a.c.Wake(a)
 	case StatsRequested:
@@ -216,15 +224,33 @@ var _ Acceptor = (*Ref)(nil)
 // Load returns the credential's queue, in-flight count and cooldown end.
 func (r *Ref) Load() (queued, inFlight int, cooldownUntil time.Time) { return r.Cred.Load() }
 
-// Finish reports the end of grant seq. It is applied at once, on the
-// caller's goroutine; the callers it lets go are answered as the actor
-// answers them.
-func (r *Ref) Finish(f RequestFinished) { r.Cred.Finish(r.owner, f) }
+// Finish reports the end of grant seq. While the credential paces
+// nothing it is applied at once, on the caller's goroutine (the callers it
+// lets go are answered as the actor answers them); otherwise, or when the
+// report teaches a limit or a cooldown, it goes to the actor.
+func (r *Ref) Finish(f RequestFinished) {
+	if !r.Cred.finishNow(r.owner, f) {
+		r.send(f)
+	}
+}
 
 // Accepted reports that grant seq's request was accepted (see
-// RequestAccepted). It is an Acceptor's method, applied at once like
-// Finish.
-func (r *Ref) Accepted(seq uint64) { r.Cred.Accept(r.owner, RequestAccepted{Seq: seq}) }
+// RequestAccepted). It is an Acceptor's method, applied at once or sent
+// like Finish.
+func (r *Ref) Accepted(seq uint64) {
+	if m := (RequestAccepted{Seq: seq}); !r.Cred.acceptNow(r.owner, m) {
+		r.send(m)
+	}
+}
+
+// sent is a report or an acceptance a Ref sent to its actor, counted in
+// CredentialState.sent until the actor applied it.
+type sent struct{ msg any }
+
+func (r *Ref) send(m any) {
+	r.Cred.sent.Add(1)
+	r.sys.Root.Send(r.pid, sent{m})
+}
 
 // Stats asks the actor for a snapshot.
 func (r *Ref) Stats(timeout time.Duration) (AdmissionStats, error) {
