@@ -191,7 +191,21 @@ func (b *budget) learn(units, limit, remaining int, reset time.Duration, unseen,
 	full := now.Add(reset)
 	if b.known && !b.repAt.IsZero() {
 		tol := 5*time.Millisecond + reset/50
+		if b.fixed >= bucketScore && b.rate == 0 {
+			// A fixed window's full instant is its end plus each
+			// answer's latency: a slow answer from early in the window
+			// lands later than a quick one from its end, yet is older.
+			// A report of the next window lies a window later.
+			tol = max(tol, max(b.repReset, reset)/2)
+		}
 		cur := b.repAt.Add(b.repReset)
+		if units < b.repUnits && remaining > b.repRemain && !b.refilled {
+			// The answer to an earlier grant than the newest report's,
+			// showing more left: an older state that its latency made
+			// look newer (or a refill since, which the next report
+			// shows anyway). Keeping the lower count never overruns.
+			return
+		}
 		switch {
 		case full.Before(cur.Add(-tol)):
 			return // an older state
@@ -223,7 +237,17 @@ func (b *budget) learn(units, limit, remaining int, reset time.Duration, unseen,
 	}
 	var fresh int
 	level := float64(remaining)/b.share() - float64(pending)
-	if b.shared {
+	if b.shared && b.rate == 0 && b.peers > 1 && b.fixed >= bucketScore {
+		// A fixed window keys of ours share: each key's share is
+		// limit/peers a window, less what it granted in it. The report
+		// bounds it too: what remains, less what of ours it may not have
+		// counted, which is at most what it counted less what the other
+		// keys' shares could hold (they keep to them too), and at most
+		// what is in flight.
+		share := limit / int(b.share())
+		unc := min(pending, max(0, b.used-(limit-remaining)+(limit-share)))
+		fresh = max(min(share-b.used, remaining-unc), 0)
+	} else if b.shared {
 		// Others draw on it too: our share, less all that may be ours
 		// and uncounted.
 		fresh = max(remaining/int(b.share())-pending, 0)

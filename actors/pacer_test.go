@@ -550,3 +550,74 @@ func TestPacerBucketReadThroughOvertakenAnswers(t *testing.T) {
 		t.Fatalf("next admission %v after the burst, want within a refill of one request", at.Sub(t0))
 	}
 }
+
+// TestPacerSharedWindowShare: two keys of ours share a fixed window of 20,
+// 10 each. This key granted 7 at the turn, and the first answer says 3
+// remain: the other key's 10 and our 7 are all counted. Subtracting our 6
+// later grants from what remains as well left this key at 7 of its 10 in
+// every window (the org cells of the pacing matrix lost a window over a
+// run).
+func TestPacerSharedWindowShare(t *testing.T) {
+	t0 := time.Now()
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	p := newPacer(Limits{}, t0)
+	p.reqs.peers, p.reqs.shared = 2, true
+	for i, rem := range []int{18, 16, 14} {
+		s := p.grant(1)
+		p.release(s, llm.RateLimit{HasRequests: true, LimitRequests: 20, RemainingRequests: rem, ResetRequests: ms(500).Sub(ms(10 + i))}, false, 0, false, ms(10+i))
+	}
+	if b, _ := p.blocked(1, ms(520)); b || p.reqs.remaining != 10 {
+		t.Fatalf("the refill of a shared window: blocked %v, remaining %d, want this key's 10", b, p.reqs.remaining)
+	}
+	var seqs []uint64
+	for range 7 {
+		seqs = append(seqs, p.grant(1))
+	}
+	p.release(seqs[0], llm.RateLimit{HasRequests: true, LimitRequests: 20, RemainingRequests: 3, ResetRequests: ms(1000).Sub(ms(525))}, false, 0, false, ms(525))
+	if p.reqs.remaining != 3 {
+		t.Fatalf("remaining %d after a report counting all 17 grants of both keys, want 3 (this key's share less its 7)", p.reqs.remaining)
+	}
+	// A report that counted less of ours still keeps the key within what
+	// the window can hold: 10 counted (the other key's share), ours not yet.
+	q := newPacer(Limits{}, t0)
+	q.reqs.peers, q.reqs.shared, q.reqs.fixed = 2, true, bucketScore
+	var qs []uint64
+	for range 7 {
+		qs = append(qs, q.grant(1))
+	}
+	q.release(qs[6], llm.RateLimit{HasRequests: true, LimitRequests: 20, RemainingRequests: 10, ResetRequests: 400 * time.Millisecond}, false, 0, false, ms(1))
+	if q.reqs.remaining > 3 {
+		t.Fatalf("remaining %d: past this key's share of 10 with 7 granted", q.reqs.remaining)
+	}
+}
+
+// TestPacerSlowAnswerIsOlder: a fixed window's full instant is its end
+// plus each answer's latency, so a slow answer from early in the window
+// (19 remaining) can name a later instant than quick ones from its end (2
+// remaining). Read as the newest state, it let 8 requests through into an
+// exhausted window (late 429s in the pacing matrix under -race).
+func TestPacerSlowAnswerIsOlder(t *testing.T) {
+	t0 := time.Now()
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	p := newPacer(Limits{}, t0)
+	p.observed = true
+	var seqs []uint64
+	for range 20 {
+		seqs = append(seqs, p.grant(1))
+	}
+	// Quick answers from the window's end (it ends at 500ms), latency 2ms.
+	for i, rem := range []int{8, 6, 4, 2} {
+		at := 30 + i
+		p.release(seqs[10+i], llm.RateLimit{HasRequests: true, LimitRequests: 20, RemainingRequests: rem, ResetRequests: ms(500).Sub(ms(at - 2))}, false, 0, false, ms(at))
+	}
+	if p.reqs.fixed < bucketScore {
+		t.Fatalf("fixed score %d", p.reqs.fixed)
+	}
+	// The first request's answer, 25ms late: charged first (19 remain).
+	p.release(seqs[0], llm.RateLimit{HasRequests: true, LimitRequests: 20, RemainingRequests: 19, ResetRequests: ms(500).Sub(ms(40 - 25))}, false, 0, false, ms(40))
+	// A later grant's answer, as slow: charged fourth.
+	p.release(seqs[14], llm.RateLimit{HasRequests: true, LimitRequests: 20, RemainingRequests: 16, ResetRequests: ms(500).Sub(ms(41 - 25))}, false, 0, false, ms(41))
+	if b, _ := p.blocked(1, ms(45)); !b {
+		t.Fatalf("admitted into an exhausted window after a slow answer from its start (remaining %d)", p.reqs.remaining)
+	}
+}
