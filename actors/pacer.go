@@ -450,10 +450,12 @@ func (p *pacer) blocked(cost int, now time.Time) (bool, time.Time) {
 	// can reach the provider after the window turned as well as one
 	// granted after it; one whose answer has begun was counted).
 	reqsAfter, toksAfter := 0, 0
-	for _, g := range p.grants {
-		if !g.accepted {
-			reqsAfter++
-			toksAfter += g.cost
+	if p.reqs.known || p.toks.known { // nothing to refill otherwise: no walk over what is in flight
+		for _, g := range p.grants {
+			if !g.accepted {
+				reqsAfter++
+				toksAfter += g.cost
+			}
 		}
 	}
 	if p.inf.on {
