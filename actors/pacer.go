@@ -237,17 +237,7 @@ func (b *budget) learn(units, limit, remaining int, reset time.Duration, unseen,
 	}
 	var fresh int
 	level := float64(remaining)/b.share() - float64(pending)
-	if b.shared && b.rate == 0 && b.peers > 1 && b.fixed >= bucketScore {
-		// A fixed window keys of ours share: each key's share is
-		// limit/peers a window, less what it granted in it. The report
-		// bounds it too: what remains, less what of ours it may not have
-		// counted, which is at most what it counted less what the other
-		// keys' shares could hold (they keep to them too), and at most
-		// what is in flight.
-		share := limit / int(b.share())
-		unc := min(pending, max(0, b.used-(limit-remaining)+(limit-share)))
-		fresh = max(min(share-b.used, remaining-unc), 0)
-	} else if b.shared {
+	if b.shared {
 		// Others draw on it too: our share, less all that may be ours
 		// and uncounted.
 		fresh = max(remaining/int(b.share())-pending, 0)
@@ -305,10 +295,14 @@ func (b *budget) classify(units, limit, remaining int, reset time.Duration, now 
 	lo := float64(limit-remaining-1) / reset.Seconds()
 	prevAt, prevReset, prevRemain, prevUnits := b.clsAt, b.clsReset, b.clsRemain, b.clsUnits
 	b.clsAt, b.clsReset, b.clsRemain, b.clsUnits = now, reset, remaining, units
-	if prevAt.IsZero() || prevReset <= 0 || prevRemain >= limit || units <= prevUnits || b.refilled {
+	if prevAt.IsZero() || prevReset <= 0 || prevRemain >= limit || units <= prevUnits || (b.refilled && !b.shared) {
 		// No pair to weigh: no earlier report, or the earlier one's
 		// window has been refilled since (a window's next full instant
-		// lies a window later: that says nothing of the limiter).
+		// lies a window later: that says nothing of the limiter). A
+		// budget others draw on keeps weighing that pair: its reading as
+		// a fixed window skips the probe at each refill, and a shared
+		// bucket read so burst its whole share into what the others
+		// left (late 429s with three keys of one organisation).
 		b.lo, b.hi = lo, hi
 		return
 	}
