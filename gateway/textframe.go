@@ -2,7 +2,7 @@ package gateway
 
 import (
 	"bytes"
-	"unicode/utf8"
+	"github.com/chorusrt/chorus/internal/jsonenc"
 )
 
 // textFrame writes a streamed text delta's frame without encoding/json: a
@@ -66,59 +66,6 @@ func (t *textFrame) appendWith(dst, prefix, suffix []byte, text string) []byte {
 	return append(dst, suffix...)
 }
 
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as a JSON string exactly as encoding/json
-// writes a string (HTML characters escaped, invalid UTF-8 as \ufffd,
-// U+2028 and U+2029 escaped): TestAppendJSONStringMatchesEncodingJSON and
-// its fuzz target hold it to that.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if b := s[i]; b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '\\', '"':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		c, size := utf8.DecodeRuneInString(s[i:])
-		if c == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if c == '\u2028' || c == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[c&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
+// appendJSONString appends s as json.Marshal writes it (HTML escaped), as
+// the codecs' stream encoders do.
+func appendJSONString(dst []byte, s string) []byte { return jsonenc.AppendString(dst, s, true) }

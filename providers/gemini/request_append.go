@@ -1,9 +1,9 @@
 package gemini
 
 import (
+	"github.com/chorusrt/chorus/internal/jsonenc"
 	"net/http"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/chorusrt/chorus/providers/internal/wire"
 )
@@ -183,62 +183,9 @@ func appendField(b []byte, sep bool, name string) ([]byte, bool) {
 	return append(b, '"', ':'), true
 }
 
-const hexDigits = "0123456789abcdef"
-
-// appendStdString appends s exactly as encoding/json writes it with HTML escaping
-// off: quotes, backslashes and control bytes escaped (\b, \f, \n, \r, \t
-// short), invalid UTF-8 as \ufffd, U+2028 and U+2029 as \u escapes.
-func appendStdString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
+// appendStdString appends s as encoding/json writes it with HTML
+// escaping off (wire.PostJSON's encoder).
+func appendStdString(b []byte, s string) []byte { return jsonenc.AppendString(b, s, false) }
 
 // postHeader is the header wire.PostJSON gives a request, its two values
 // in one array (each slice capped at its value, so an Add elsewhere

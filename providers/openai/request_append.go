@@ -1,10 +1,10 @@
 package openai
 
 import (
+	"github.com/chorusrt/chorus/internal/jsonenc"
 	"math"
 	"net/http"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/providers/internal/wire"
@@ -177,61 +177,9 @@ var (
 	hdrEventStream = []string{"text/event-stream"}
 )
 
-const jsonHex = "0123456789abcdef"
-
-// appendJSONString appends s quoted as encoding/json quotes a string
-// without HTML escaping: quotes, backslashes and control characters
-// escaped, bytes that are not UTF-8 as \ufffd, U+2028 and U+2029 escaped.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', jsonHex[c>>4], jsonHex[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', jsonHex[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
+// appendJSONString appends s as encoding/json writes it with HTML
+// escaping off (wire.PostJSON's encoder).
+func appendJSONString(b []byte, s string) []byte { return jsonenc.AppendString(b, s, false) }
 
 // appendJSONFloat appends f as encoding/json writes a float64; ok is false
 // for NaN and the infinities, which it refuses.
