@@ -95,7 +95,7 @@ conformance:
 # Benchmarks report numbers; they never fail the build.
 # make bench: the peer comparison and soak (bench/, its own module) -> bench/RESULTS.md, bench/ratios.png
 bench:
-	cd bench && $(GO) run ./cmd/benchrun -out RESULTS.md
+	cd bench && $(GO) run ./cmd/benchrun -out RESULTS.md -json RESULTS.json
 
 # make bench-check: the bench module (its own go.mod) vetted and its tests run
 # in short mode (scenarios on tiny sizes, no peer run, no report). CI runs it.
