@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/chorusrt/chorus/internal/testkit/cputime"
 	"io"
 	"net"
 	"net/http"
@@ -14,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -175,15 +175,6 @@ func benchHandler(b *testing.B, rt *runtime.Runtime, opts gateway.Options) *gate
 	return h
 }
 
-// cpuTime is the process's user and system CPU time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // perUnit measures b.N iterations of units each, reporting CPU time and
 // allocations per unit besides the benchmark's own figures.
 type perUnit struct {
@@ -198,12 +189,12 @@ func startPerUnit(b *testing.B, name string, units int) *perUnit {
 	var ms goruntime.MemStats
 	goruntime.ReadMemStats(&ms)
 	b.ResetTimer()
-	return &perUnit{b: b, name: name, units: units, cpu0: cpuTime(), mallocs: ms.Mallocs}
+	return &perUnit{b: b, name: name, units: units, cpu0: cputime.Process(), mallocs: ms.Mallocs}
 }
 
 func (p *perUnit) stop() {
 	p.b.StopTimer()
-	cpu := cpuTime() - p.cpu0
+	cpu := cputime.Process() - p.cpu0
 	var ms goruntime.MemStats
 	goruntime.ReadMemStats(&ms)
 	n := float64(p.b.N * p.units)

@@ -4,21 +4,12 @@ package pipeline_test
 
 import (
 	"context"
-	"syscall"
+	"github.com/chorusrt/chorus/internal/testkit/cputime"
 	"testing"
-	"time"
 
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/pipeline"
 )
-
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // BenchmarkMapOverhead is Map's own cost per item: 2,000 items through
 // a function that does nothing, fed by a producer goroutine as the bench's
@@ -36,7 +27,7 @@ func BenchmarkMapOverhead(b *testing.B) {
 				ctx := context.Background()
 				fn := func(_ context.Context, v int) (int, llm.Usage, error) { return v, llm.Usage{}, nil }
 				b.ReportAllocs()
-				cpu0 := processCPU()
+				cpu0 := cputime.Process()
 				for b.Loop() {
 					in := make(chan int)
 					go func() {
@@ -53,7 +44,7 @@ func BenchmarkMapOverhead(b *testing.B) {
 						b.Fatalf("%d items", n)
 					}
 				}
-				b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N*items), "cpu-ns/item")
+				b.ReportMetric(float64((cputime.Process()-cpu0).Nanoseconds())/float64(b.N*items), "cpu-ns/item")
 			})
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/chorusrt/chorus/internal/testkit/cputime"
 	"io"
 	"net/http"
 	"strings"
@@ -149,7 +150,7 @@ func BenchmarkDecodeMemory(b *testing.B) {
 		b.Run(string(f)+"/floor", func(b *testing.B) {
 			b.ReportAllocs()
 			texts := 0
-			cpu0 := codectest.ProcessCPU()
+			cpu0 := cputime.Process()
 			for b.Loop() {
 				texts = 0
 				if err := memFloor(f, body, func(string) { texts++ }); err != nil {
@@ -168,7 +169,7 @@ func BenchmarkDecodeMemory(b *testing.B) {
 			b.ReportAllocs()
 			texts := 0
 			var res *llm.ChatResult
-			cpu0 := codectest.ProcessCPU()
+			cpu0 := cputime.Process()
 			for b.Loop() {
 				texts = 0
 				var err error
@@ -201,7 +202,7 @@ func BenchmarkStreamChannelMemory(b *testing.B) {
 			req := &llm.ChatRequest{Model: "m", Messages: []llm.Message{llm.UserText("go")}, MaxTokens: 1024}
 			b.ReportAllocs()
 			texts := 0
-			cpu0 := codectest.ProcessCPU()
+			cpu0 := cputime.Process()
 			for b.Loop() {
 				s, err := c.Stream(context.Background(), req)
 				if err != nil {

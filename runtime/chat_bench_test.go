@@ -5,12 +5,11 @@ package runtime
 import (
 	"bytes"
 	"context"
+	"github.com/chorusrt/chorus/internal/testkit/cputime"
 	"io"
 	"net/http"
 	"strconv"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/providers"
@@ -49,14 +48,6 @@ func inprocRequest(model string) *llm.ChatRequest {
 	return &llm.ChatRequest{Model: model, Messages: []llm.Message{llm.UserText("Say hi")}, MaxTokens: 1024}
 }
 
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // BenchmarkMemChatRuntime is the whole in-process cost of one small
 // buffered request through the runtime (admission through the credential
 // actor, request encoding, response decoding, the report after the call),
@@ -75,7 +66,7 @@ func BenchmarkMemChatRuntime(b *testing.B) {
 	r := inprocRequest("openai/m")
 	ctx := context.Background()
 	b.ReportAllocs()
-	cpu0 := processCPU()
+	cpu0 := cputime.Process()
 	var res *llm.ChatResult
 	for b.Loop() {
 		res, err = rt.Chat(ctx, r)
@@ -84,7 +75,7 @@ func BenchmarkMemChatRuntime(b *testing.B) {
 		}
 	}
 	if b.N > 0 {
-		b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64((cputime.Process()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 	}
 	if res.Content == "" || res.FinishReason != llm.FinishStop {
 		b.Fatalf("result %+v", res)
@@ -101,13 +92,13 @@ func BenchmarkMemChatDirect(b *testing.B) {
 	r := inprocRequest("m")
 	ctx := context.Background()
 	b.ReportAllocs()
-	cpu0 := processCPU()
+	cpu0 := cputime.Process()
 	for b.Loop() {
 		if _, err := c.Chat(ctx, r); err != nil {
 			b.Fatal(err)
 		}
 	}
 	if b.N > 0 {
-		b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64((cputime.Process()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/chorusrt/chorus/internal/testkit/cputime"
 	"io"
 	"strings"
 	"testing"
@@ -149,7 +150,7 @@ func BenchmarkStreamDecoder(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			var scratch []byte
 			n := 0
-			cpu0 := codectest.ProcessCPU()
+			cpu0 := cputime.Process()
 			for b.Loop() {
 				var err error
 				if n, err = textFloor(body, &scratch, func(string) {}); err != nil {
@@ -165,7 +166,7 @@ func BenchmarkStreamDecoder(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(body)))
 			var d *decoder
-			cpu0 := codectest.ProcessCPU()
+			cpu0 := cputime.Process()
 			for b.Loop() {
 				var err error
 				if d, err = decodeSSE(body, emit); err != nil {
@@ -178,7 +179,7 @@ func BenchmarkStreamDecoder(b *testing.B) {
 		b.Run("feed", func(b *testing.B) {
 			b.ReportAllocs()
 			var d *decoder
-			cpu0 := codectest.ProcessCPU()
+			cpu0 := cputime.Process()
 			for b.Loop() {
 				d = Codec{}.NewStreamDecoder().(*decoder)
 				for _, c := range chunks {
@@ -191,16 +192,16 @@ func BenchmarkStreamDecoder(b *testing.B) {
 			check(b, d)
 		})
 		b.Run("vs-floor", func(b *testing.B) {
-			if codectest.ProcessCPU() == 0 {
+			if cputime.Process() == 0 {
 				b.Skip("no process CPU clock on this platform")
 			}
 			var scratch []byte
 			var floorCPU, decCPU time.Duration
 			var d *decoder
 			for b.Loop() {
-				t0 := codectest.ProcessCPU()
+				t0 := cputime.Process()
 				n, err := textFloor(body, &scratch, func(string) {})
-				t1 := codectest.ProcessCPU()
+				t1 := cputime.Process()
 				if err != nil || n != benchDeltas {
 					b.Fatalf("floor: %d texts, %v", n, err)
 				}
@@ -208,7 +209,7 @@ func BenchmarkStreamDecoder(b *testing.B) {
 					b.Fatal(err)
 				}
 				floorCPU += t1 - t0
-				decCPU += codectest.ProcessCPU() - t1
+				decCPU += cputime.Process() - t1
 			}
 			check(b, d)
 			n := float64(b.N) * benchDeltas
@@ -243,7 +244,7 @@ func benchUsageShape(b *testing.B) {
 	b.Run("sse", func(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(body)))
-		cpu0 := codectest.ProcessCPU()
+		cpu0 := cputime.Process()
 		for i := 0; i < b.N; i++ {
 			d, err := decodeSSE(body, emit)
 			if err != nil {
@@ -267,7 +268,7 @@ func benchUsageShape(b *testing.B) {
 			u, last llm.Usage
 			texts   int
 		)
-		cpu0 := codectest.ProcessCPU()
+		cpu0 := cputime.Process()
 		for i := 0; i < b.N; i++ {
 			last = llm.Usage{}
 			texts = 0
@@ -302,7 +303,7 @@ func benchUsageShape(b *testing.B) {
 
 	b.Run("feed", func(b *testing.B) {
 		b.ReportAllocs()
-		cpu0 := codectest.ProcessCPU()
+		cpu0 := cputime.Process()
 		for i := 0; i < b.N; i++ {
 			d := Codec{}.NewStreamDecoder()
 			for _, c := range chunks {
@@ -326,7 +327,7 @@ func BenchmarkStreamDecoderEncodingJSON(b *testing.B) {
 	chunks := benchChunks()
 	b.ReportAllocs()
 	n := 0
-	cpu0 := codectest.ProcessCPU()
+	cpu0 := cputime.Process()
 	for i := 0; i < b.N; i++ {
 		for _, c := range chunks {
 			var ch refChunk
