@@ -221,19 +221,18 @@ func (b *budget) learn(units, limit, remaining int, reset time.Duration, unseen,
 	// ones often overtook the answer), so the truth lies between remaining
 	// less all of it and remaining itself.
 	pending := unseen + max(total-units, 0)
-	if !b.shared && (b.known || b.rate == 0) {
+	// What our own grants leave: a window's limit less what we granted in
+	// it; a bucket's own level, refilled to now.
+	own := float64(limit - b.used)
+	if b.rate > 0 {
+		own = math.Min(float64(limit), b.level+b.rate*max(now.Sub(b.levelAt), 0).Seconds())
+	}
+	if !b.shared && (b.known || b.rate == 0) && float64(remaining) < own-2 {
 		// The provider counted more than our own grants explain: others
 		// draw on this budget (other keys of one organisation, or
 		// another client on this key). Alone, what remains is never
-		// less than what our grants leave (a window: limit less what we
-		// granted in it; a bucket: our own level).
-		alone := float64(limit - b.used)
-		if b.rate > 0 {
-			alone = math.Min(float64(limit), b.level+b.rate*max(now.Sub(b.levelAt), 0).Seconds())
-		}
-		if float64(remaining) < alone-2 {
-			b.shared = true
-		}
+		// less than what our grants leave.
+		b.shared = true
 	}
 	var fresh int
 	level := float64(remaining)/b.share() - float64(pending)
@@ -250,10 +249,6 @@ func (b *budget) learn(units, limit, remaining int, reset time.Duration, unseen,
 		// report on both sides. Subtracting every grant in flight
 		// instead counts twice the ones the report already holds: a
 		// window then lost grants in every window.
-		own := float64(limit - b.used)
-		if b.rate > 0 {
-			own = math.Min(float64(limit), b.level+b.rate*max(now.Sub(b.levelAt), 0).Seconds())
-		}
 		lvl := min(max(own, level), float64(remaining))
 		fresh = max(int(math.Floor(lvl)), 0)
 		level = lvl
@@ -443,12 +438,12 @@ func (p *pacer) blocked(cost int, now time.Time) (bool, time.Time) {
 	// window's next window (a request granted before the newest report
 	// can reach the provider after the window turned as well as one
 	// granted after it; one whose answer has begun was counted).
-	reqsAfter, toksAfter := 0, 0
+	reqsOpen, toksOpen := 0, 0
 	if p.reqs.known || p.toks.known { // nothing to refill otherwise: no walk over what is in flight
 		for _, g := range p.grants {
 			if !g.accepted {
-				reqsAfter++
-				toksAfter += g.cost
+				reqsOpen++
+				toksOpen += g.cost
 			}
 		}
 	}
@@ -469,9 +464,9 @@ func (p *pacer) blocked(cost int, now time.Time) (bool, time.Time) {
 			}
 		}
 	} else {
-		p.reqs.refresh(now, int(p.seq), reqsAfter)
+		p.reqs.refresh(now, int(p.seq), reqsOpen)
 	}
-	p.toks.refresh(now, p.cum, toksAfter)
+	p.toks.refresh(now, p.cum, toksOpen)
 	if !p.reqs.allows(1) {
 		if p.inf.on {
 			p.inf.starved = true
