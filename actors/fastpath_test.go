@@ -121,13 +121,8 @@ func TestConcurrentAdmissionsKeepTheLimit(t *testing.T) {
 // BenchmarkAdmissionBusy is one admission and its report while 255 other
 // grants are in flight, as in the bench's batch scenario (concurrency 256).
 func BenchmarkAdmissionBusy(b *testing.B) {
-	s := NewSystem(nil)
-	r := Spawn(s, NewCredentialState("p", 0, Limits{}, 1024))
-	defer s.Release()
-	defer r.Stop(time.Second)
+	r := observedCredential(b)
 	ctx := context.Background()
-	seq, _ := r.Admit(ctx, 1)
-	r.Finish(RequestFinished{Seq: seq, Status: 200}) // observed: no probing limit
 	held := make([]uint64, 0, 255)
 	for range 255 {
 		seq, err := r.Admit(ctx, 1)
