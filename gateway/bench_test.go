@@ -279,12 +279,7 @@ func benchStreamLoopback(b *testing.B, tcp bool) {
 	defer hc.CloseIdleConnections()
 	br := bufio.NewReaderSize(nil, 4096)
 	stream := func() error {
-		req, err := http.NewRequest(http.MethodPost, srv.URL+"/v1/chat/completions", strings.NewReader(benchStreamBody))
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := hc.Do(req)
+		resp, err := benchPost(hc, srv.URL, benchStreamBody)
 		if err != nil {
 			return err
 		}
@@ -531,12 +526,7 @@ func BenchmarkChatGateway(b *testing.B) {
 		defer hc.CloseIdleConnections()
 		buf := make([]byte, 0, 4096)
 		do := func() error {
-			req, err := http.NewRequest(http.MethodPost, srv.URL+"/v1/chat/completions", strings.NewReader(benchChatBody))
-			if err != nil {
-				return err
-			}
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := hc.Do(req)
+			resp, err := benchPost(hc, srv.URL, benchChatBody)
 			if err != nil {
 				return err
 			}
@@ -571,4 +561,14 @@ func BenchmarkChatGateway(b *testing.B) {
 		}
 		p.stop()
 	})
+}
+
+// benchPost sends body to the gateway's /v1/chat/completions at base.
+func benchPost(hc *http.Client, base, body string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return hc.Do(req)
 }
