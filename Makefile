@@ -115,11 +115,15 @@ FUZZ_TARGETS = \
 	./providers/internal/sse:FuzzReader \
 	./providers/internal/jsonscan:FuzzWalk \
 	./providers/internal/jsonscan:FuzzInPlaceDescent \
+	./providers/internal/jsonscan:FuzzStrict \
+	./internal/jsonenc:FuzzAppendString \
 	./providers/openai:FuzzOpenAIStream \
 	./providers/openai:FuzzOpenAIBuffered \
 	./providers/openai:FuzzResponsesStream \
 	./providers/openai:FuzzResponsesBuffered \
 	./providers/openai:FuzzStreamDecoder \
+	./providers/openai:FuzzParseChatFast \
+	./providers/openai:FuzzAppendChat \
 	./providers/anthropic:FuzzAnthropicStream \
 	./providers/anthropic:FuzzAnthropicBuffered \
 	./providers/anthropic:FuzzTextDelta \
@@ -127,6 +131,8 @@ FUZZ_TARGETS = \
 	./providers/gemini:FuzzGeminiStream \
 	./providers/gemini:FuzzGeminiBuffered \
 	./providers/gemini:FuzzStreamDecoder \
+	./providers/gemini:FuzzAppendRequest \
+	./gateway:FuzzAppendJSONString \
 	./batch:FuzzBatchInputLine
 fuzz:
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
