@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/chorusrt/chorus/llm"
 )
@@ -16,7 +17,10 @@ const journalTimeout = 30 * time.Second
 
 // Requests to a session actor. Each is answered with a reply.
 type (
-	msgSend    struct{ Msg wireMsg }
+	msgSend struct {
+		Msg  wireMsg
+		From trace.SpanContext // the sender's span (telemetry.go)
+	}
 	msgResolve struct {
 		Interrupt string
 		Approved  bool

@@ -28,7 +28,9 @@ const (
 // (INTERNAL, gen_ai.conversation.id = the session id), an execute_tool
 // span per tool attempt under it, approvals as events on the turn span
 // with their wait. Model steps run under the turn span, so the runtime's
-// inference spans are its children. Spans live in memory: a turn that
+// inference spans are its children. The turn span is the child of the
+// span its first message was sent under (sent), so a caller's trace, or a
+// cluster session call's, holds the turn. Spans live in memory: a turn that
 // outlives its actor (a crash, a passivation while it waits for an
 // approval) is not exported; its next actor starts a new span when the
 // turn resumes.
@@ -40,14 +42,47 @@ type sessionTrace struct {
 	turnCtx   context.Context
 	tools     map[string]*telemetry.ToolSpan
 	approvals map[string]time.Time
+	// parent and links are the spans that the messages the next turn
+	// will take were sent under (sent).
+	parent trace.SpanContext
+	links  []trace.Link
 }
 
 // observe hands a published event to the actor's telemetry.
 func (a *sessionActor) observe(ev Event) {
+	a.traceState().observe(ev)
+}
+
+// traceState returns the actor's telemetry, made on first use.
+func (a *sessionActor) traceState() *sessionTrace {
 	if a.trace == nil {
 		a.trace = &sessionTrace{tel: a.m.tel, id: a.id, model: a.m.opt.ModelName, tools: map[string]*telemetry.ToolSpan{}, approvals: map[string]time.Time{}}
 	}
-	a.trace.observe(ev)
+	return a.trace
+}
+
+// sentFrom returns the span a Send runs under (msgSend.From): the turn
+// that takes its message joins that trace.
+func sentFrom(ctx context.Context) trace.SpanContext { return trace.SpanContextFromContext(ctx) }
+
+// sent notes that a message sent under sc is in the journal: the next turn
+// to start is sc's child (the first such message's, the others' are links
+// on it), and a turn already running, which takes the message at its next
+// step, gets a link to sc. A Send under no span changes nothing: its turn
+// starts a trace of its own.
+func (a *sessionActor) sent(sc trace.SpanContext) {
+	if !sc.IsValid() {
+		return
+	}
+	s := a.traceState()
+	switch {
+	case s.turn != nil:
+		s.turn.AddLink(trace.Link{SpanContext: sc})
+	case !s.parent.IsValid():
+		s.parent = sc
+	default:
+		s.links = append(s.links, trace.Link{SpanContext: sc})
+	}
 }
 
 // ctx returns parent carrying the running turn's span, if any.
@@ -130,10 +165,19 @@ func (s *sessionTrace) observe(ev Event) {
 	}
 }
 
+// startTurn starts the turn's span: the child of the span its first
+// message was sent under, if any (a Send on this node, or the SERVER span
+// of a cluster session call, itself the caller's child), so that the
+// caller's trace holds the turn, its model calls and its tools.
 func (s *sessionTrace) startTurn(turn int) {
-	ctx, span := s.tel.Tracer().Start(context.Background(), "invoke_agent", trace.WithSpanKind(trace.SpanKindInternal),
+	parent := context.Background()
+	if s.parent.IsValid() {
+		parent = trace.ContextWithSpanContext(parent, s.parent)
+	}
+	ctx, span := s.tel.Tracer().Start(parent, "invoke_agent", trace.WithSpanKind(trace.SpanKindInternal), trace.WithLinks(s.links...),
 		trace.WithAttributes(semconv.GenAIOperationNameInvokeAgent, semconv.GenAIConversationID(s.id), semconv.GenAIRequestModel(s.model), AttrTurn.Int(turn)))
 	s.turn, s.turnCtx = span, ctx
+	s.parent, s.links = trace.SpanContext{}, nil
 }
 
 func (s *sessionTrace) endTurn(status TurnStatus) {

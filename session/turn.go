@@ -12,6 +12,7 @@ func (a *sessionActor) onSend(msg msgSend) {
 	b := a.newBatch()
 	b.add(recUserMessage, recUser{QID: a.st.NextQID, Msg: msg.Msg})
 	if a.appendBatch(b) {
+		a.sent(msg.From) // telemetry.go
 		a.respond(nil, nil)
 	} else {
 		a.respond(nil, a.broken)
