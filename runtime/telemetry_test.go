@@ -449,3 +449,47 @@ func TestTelemetryCredentialGauges(t *testing.T) {
 		t.Error("no remaining-requests gauge")
 	}
 }
+
+// TestTelemetryEmbeddingsSpan: an embeddings call is one CLIENT span
+// "embeddings {model}" with the conventions' operation name, provider,
+// model and input tokens, no gen_ai.request.stream (a chat attribute), and
+// its token usage metric; a failed one carries error.type.
+func TestTelemetryEmbeddingsSpan(t *testing.T) {
+	srv := llmtest.NewServer()
+	defer srv.Close()
+	rig := newTelRig(t)
+	rt := newRT(t, WithProvider(openaiCfg(srv, key)), WithTelemetry(rig.tel))
+	res, err := rt.Embed(ctxT(t, 5*time.Second), &llm.EmbedRequest{Model: "openai/embed-x", Inputs: []string{"one text", "another text"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Push(llmtest.Step{Fault: &llmtest.Fault{Kind: llmtest.FaultStatus, Status: 400, Message: "bad input"}})
+	if _, err := rt.Embed(ctxT(t, 5*time.Second), &llm.EmbedRequest{Model: "openai/embed-x", Inputs: []string{"x"}}); err == nil {
+		t.Fatal("the fault did not fail the call")
+	}
+	spans := rig.ended()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans, want 2", len(spans))
+	}
+	ok, bad := spans[0], spans[1]
+	a := attrs(ok)
+	if ok.Name() != "embeddings embed-x" || ok.SpanKind() != trace.SpanKindClient {
+		t.Fatalf("span %q kind %v", ok.Name(), ok.SpanKind())
+	}
+	if a["gen_ai.operation.name"].AsString() != "embeddings" || a["gen_ai.provider.name"].AsString() != "openai" || a["gen_ai.request.model"].AsString() != "embed-x" ||
+		res.Usage.InputTokens() == 0 || a["gen_ai.usage.input_tokens"].AsInt64() != int64(res.Usage.InputTokens()) {
+		t.Errorf("attributes %v (usage %+v)", ok.Attributes(), res.Usage)
+	}
+	if _, has := a["gen_ai.request.stream"]; has {
+		t.Error("an embeddings span has gen_ai.request.stream")
+	}
+	if _, has := a["error.type"]; has {
+		t.Error("a succeeded call has error.type")
+	}
+	if attrs(bad)["error.type"].AsString() != "client" || bad.Status().Code != codes.Error {
+		t.Errorf("failed call: %v %v", bad.Attributes(), bad.Status())
+	}
+	if n, sum, _, _ := histSum(rig.metrics(t), "gen_ai.client.token.usage", attribute.String("gen_ai.operation.name", "embeddings"), attribute.String("gen_ai.token.type", "input")); n != 1 || sum != int64(res.Usage.InputTokens()) {
+		t.Errorf("input token usage: %d points, sum %d", n, sum)
+	}
+}
