@@ -145,7 +145,7 @@ func (h *Handler) createBatch(w http.ResponseWriter, r *http.Request) {
 	b := &batchJob{sb: storedBatch{Owner: owner, Batch: openai.ServerBatch{
 		ID: newID("batch_"), Object: "batch", Endpoint: req.Endpoint, InputFileID: req.InputFileID,
 		CompletionWindow: req.CompletionWindow, Status: "validating", CreatedAt: now.Unix(),
-		ExpiresAt: unix(now.Add(24 * time.Hour)), Metadata: req.Metadata,
+		ExpiresAt: unix(now.Add(h.batchWindow)), Metadata: req.Metadata,
 	}}}
 	h.save(b)
 	h.batches.mu.Lock()
@@ -338,23 +338,40 @@ func (h *Handler) runBatch(ctx context.Context, b *batchJob, resume bool) {
 		b.mu.Unlock()
 		h.save(b)
 	}
+	expired := false
 	if !cancelled {
-		if ok := h.runJob(ctx, b, inPath, ks, resume || status != "validating"); !ok {
+		// The completion window: at expires_at the job stops (its calls
+		// in flight are cancelled) and what it did not finish expires.
+		jctx, stop := context.WithTimeoutCause(ctx, h.untilExpiry(b), errBatchExpired)
+		ok := h.runJob(jctx, b, inPath, ks, resume || status != "validating")
+		expired = errors.Is(context.Cause(jctx), errBatchExpired)
+		stop()
+		if !ok {
 			return // the Handler closed: a restarted gateway resumes the job
 		}
 		b.mu.Lock()
 		cancelled = b.sb.Cancel
 		b.mu.Unlock()
+		expired = expired && !cancelled
 	}
-	if cancelled && h.opts.BatchNative != nil && h.batches.base.Err() == nil {
+	if (cancelled || expired) && h.opts.BatchNative != nil && h.batches.base.Err() == nil {
 		// Remote batches of the job keep running unless cancelled too.
 		h.cancelRemote(b, inPath)
 	}
 	if h.batches.base.Err() != nil {
 		return
 	}
+	if expired {
+		n, err := h.expireRest(id, inPath)
+		if err != nil {
+			h.log.Warn("gateway: writing a batch's expired lines failed", "batch", id, "error", err.Error())
+			fail(openai.ServerBatchError{Code: "output_failed", Message: "writing the output files failed"})
+			return
+		}
+		expired = n > 0 // a job that ended with its last line as the window closed completed
+	}
 	h.set(b, func(sb *openai.ServerBatch) {
-		if !cancelled {
+		if !cancelled && !expired {
 			sb.Status = "finalizing"
 		}
 		sb.FinalizingAt = unix(h.opts.Now())
@@ -372,12 +389,98 @@ func (h *Handler) runBatch(ctx context.Context, b *batchJob, resume bool) {
 			sb.RequestCounts.Total = counts.Total
 		}
 		now := unix(h.opts.Now())
-		if cancelled {
+		switch {
+		case cancelled:
 			sb.Status, sb.CancelledAt = "cancelled", now
-		} else {
+		case expired:
+			sb.Status, sb.ExpiredAt = "expired", now
+		default:
 			sb.Status, sb.CompletedAt = "completed", now
 		}
 	})
+}
+
+// errBatchExpired is the cause of a batch job's context ended by its
+// completion window.
+var errBatchExpired = errors.New("gateway: the batch's completion window expired")
+
+// untilExpiry is how long a batch has left of its completion window (its
+// expires_at; none left for one already past it, as after a restart).
+func (h *Handler) untilExpiry(b *batchJob) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.sb.Batch.ExpiresAt == nil {
+		return time.Duration(1<<63 - 1)
+	}
+	return max(time.Unix(*b.sb.Batch.ExpiresAt, 0).Sub(h.opts.Now()), 0)
+}
+
+// expiredLine is the error of a batch line its completion window closed on
+// before it was answered, as OpenAI writes it in the error file.
+type expiredLine struct {
+	ID       string    `json:"id"`
+	CustomID string    `json:"custom_id"`
+	Response *struct{} `json:"response"`
+	Error    struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// expireRest writes a batch_expired error line for every line of the
+// input the job's output does not hold, and returns how many it wrote.
+func (h *Handler) expireRest(id, inPath string) (int, error) {
+	out, err := batch.OpenOutput(h.outputPath(id), batch.Resume) // the lines done; a torn tail cut
+	if err != nil {
+		return 0, err
+	}
+	in, err := os.Open(inPath)
+	if err != nil {
+		_ = out.Close()
+		return 0, err
+	}
+	defer in.Close()
+	var add []byte
+	n := 0
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), int(h.files.max)+1)
+	for sc.Scan() {
+		var l struct {
+			CustomID string `json:"custom_id"`
+		}
+		if json.Unmarshal(sc.Bytes(), &l) != nil || l.CustomID == "" || seen[l.CustomID] || out.Done(l.CustomID) {
+			continue
+		}
+		seen[l.CustomID] = true
+		e := expiredLine{ID: batch.LineID(l.CustomID), CustomID: l.CustomID}
+		e.Error.Code, e.Error.Message = "batch_expired", "This request could not be executed before the completion window expired."
+		line, _ := json.Marshal(&e)
+		add = append(append(add, line...), '\n')
+		n++
+	}
+	if err := out.Close(); err != nil {
+		return 0, err
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	f, err := os.OpenFile(h.outputPath(id), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := f.Write(add); err != nil {
+		_ = f.Close()
+		return 0, err
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return 0, err
+	}
+	return n, f.Close()
 }
 
 // runJob runs the batch's lines; it reports false when the Handler closed

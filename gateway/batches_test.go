@@ -343,3 +343,64 @@ func TestListPages(t *testing.T) {
 	check("rest", f.do(t, "GET", "/v1/batches?limit=1&after="+p.Data[0].ID, "", "Authorization", auth), 1, false)
 	check("another key's files", f.do(t, "GET", "/v1/files", "", "Authorization", "Bearer gk-other"), 0, false)
 }
+
+// TestBatchExpires: a batch's completion window is kept. At expires_at
+// the job stops (its call in flight is cancelled upstream), the batch is
+// expired with expired_at, the answered line is in the output file and
+// every line not answered is in the error file with OpenAI's
+// batch_expired code.
+func TestBatchExpires(t *testing.T) {
+	opts := batchKeys()
+	opts.BatchConcurrency = 1 // a, then b (stalls), and c never starts
+	f := newFixture(t, opts)
+	gateway.SetBatchWindow(f.h, 3*time.Second)
+	f.up.Push(llmtest.Text("one"), llmtest.Fail(llmtest.Fault{Kind: llmtest.FaultStall, Stall: 5 * time.Minute}))
+	var in strings.Builder
+	for _, id := range []string{"a", "b", "c"} {
+		fmt.Fprintf(&in, `{"custom_id":%q,"method":"POST","url":"/v1/chat/completions","body":{"model":"openai/gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}}`+"\n", id)
+	}
+	auth := "Bearer gk-batcher"
+	var file struct{ ID string }
+	decode(t, f.upload(t, "gk-batcher", "batch", "in.jsonl", []byte(in.String())).body, &file)
+	var created struct {
+		ID        string `json:"id"`
+		CreatedAt int64  `json:"created_at"`
+		ExpiresAt int64  `json:"expires_at"`
+	}
+	decode(t, f.do(t, "POST", "/v1/batches", `{"input_file_id":"`+file.ID+`","endpoint":"/v1/chat/completions","completion_window":"24h"}`, "Authorization", auth).body, &created)
+	if created.ExpiresAt <= created.CreatedAt {
+		t.Fatalf("expires_at %d, created_at %d", created.ExpiresAt, created.CreatedAt)
+	}
+	b := f.waitBatch(t, "gk-batcher", created.ID)
+	var whole struct {
+		ExpiredAt *int64 `json:"expired_at"`
+	}
+	decode(t, f.do(t, "GET", "/v1/batches/"+created.ID, "", "Authorization", auth).body, &whole)
+	if b.Status != "expired" || whole.ExpiredAt == nil || *whole.ExpiredAt < created.ExpiresAt ||
+		b.RequestCounts.Total != 3 || b.RequestCounts.Completed != 1 || b.RequestCounts.Failed != 2 || b.OutputFileID == nil || b.ErrorFileID == nil {
+		t.Fatalf("batch %+v, expired_at %v", b, whole.ExpiredAt)
+	}
+	waitNoneInFlight(t, f) // b's stalled call was cancelled
+	out := lines(f.do(t, "GET", "/v1/files/"+*b.OutputFileID+"/content", "", "Authorization", auth).body)
+	if len(out) != 1 || out[0]["custom_id"] != "a" {
+		t.Errorf("output file %v", out)
+	}
+	errs := lines(f.do(t, "GET", "/v1/files/"+*b.ErrorFileID+"/content", "", "Authorization", auth).body)
+	var ids []string
+	for _, l := range errs {
+		e, _ := l["error"].(map[string]any)
+		if e["code"] != "batch_expired" || l["response"] != nil || l["id"] != batch.LineID(l["custom_id"].(string)) {
+			t.Errorf("error line %v", l)
+		}
+		ids = append(ids, l["custom_id"].(string))
+	}
+	if strings.Join(ids, ",") != "b,c" {
+		t.Errorf("expired lines %v, want b,c", ids)
+	}
+	if n := f.up.Count(); n != 2 {
+		t.Errorf("%d upstream calls, want 2 (c never ran)", n)
+	}
+	if a := f.do(t, "POST", "/v1/batches/"+created.ID+"/cancel", "", "Authorization", auth); a.status != 409 {
+		t.Errorf("cancelling an expired batch: %d %s", a.status, a.body)
+	}
+}

@@ -42,9 +42,11 @@
 // (finalizing) into OpenAI's output file (answered lines) and error file
 // (failed lines, bad lines included), each with an id only once it holds a
 // line. Cancel stops the job at once (upstream calls are cancelled, native
-// batches cancelled) and leaves in the files what finished. expires_at is
-// reported (24 hours after creation) but not enforced: a batch runs to its
-// end. Batch lines are not charged to the key's RPM, TPM or concurrency:
+// batches cancelled) and leaves in the files what finished. The completion
+// window is kept: at expires_at (24 hours after creation, also across a
+// restart) the job stops as a cancel does, and the batch is expired, its
+// answered lines in the output file and every other line in the error
+// file with OpenAI's code batch_expired. Batch lines are not charged to the key's RPM, TPM or concurrency:
 // the runtime paces them.
 //
 // Files and batches live in Options.FilesDir (default a temporary

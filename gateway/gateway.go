@@ -111,6 +111,9 @@ type Handler struct {
 	tracer  trace.Tracer
 	files   *fileStore // files.go
 	batches batches    // batches.go
+	// batchWindow is a batch's completion window: 24h, the only one
+	// OpenAI offers (shorter in tests).
+	batchWindow time.Duration
 }
 
 // New returns a Handler over rt. It does not own rt: closing the runtime
@@ -128,7 +131,7 @@ func New(rt *runtime.Runtime, opts Options) (*Handler, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	h := &Handler{rt: rt, opts: opts, log: opts.Logger, mux: http.NewServeMux(), keys: map[[32]byte]*keyState{}}
+	h := &Handler{rt: rt, opts: opts, log: opts.Logger, mux: http.NewServeMux(), keys: map[[32]byte]*keyState{}, batchWindow: 24 * time.Hour}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
