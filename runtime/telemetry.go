@@ -12,6 +12,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/chorusrt/chorus/actors"
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/providers"
 	"github.com/chorusrt/chorus/telemetry"
@@ -54,6 +55,10 @@ type callTrace struct {
 	targets []target
 	prev    time.Time
 	last    outcome
+	// askedAt is when the running placement asked its credential for
+	// admission, cooledTo the end of the cooldown the credential was in
+	// then (zero: none).
+	askedAt, cooledTo time.Time
 }
 
 // startTrace starts the span of a call of op on model (as the caller named
@@ -67,23 +72,62 @@ func (rt *Runtime) startTrace(ctx context.Context, op, model string, targets []t
 	return ctx, &callTrace{tc: tc, targets: targets, prev: time.Now()}
 }
 
+// asking notes that a placement asks c for admission at now (place): the
+// cooldown c is in, if any, is the part of the wait wrap reports as
+// cooling down. Nothing when the call records nothing.
+func (ct *callTrace) asking(c *cred, now time.Time) {
+	if !ct.tc.Recording() {
+		return
+	}
+	ct.askedAt, ct.cooledTo = now, time.Time{}
+	if _, _, cd := c.ref.Load(); cd.After(now) {
+		ct.cooledTo = cd
+	}
+}
+
+// refused records an admission c refused because it cools down past the
+// call's deadline (place): the call moves on to another credential or
+// target, or fails.
+func (ct *callTrace) refused(c *cred, err error) {
+	if !ct.tc.Recording() {
+		return
+	}
+	var re *actors.RefusedError
+	var until time.Time
+	if errors.As(err, &re) {
+		until = re.RetryAt
+	}
+	ct.tc.Cooldown(true, c.fp, until)
+	ct.prev = time.Now()
+}
+
 // wrap returns call, telling the span about each placement when it
-// records: the target and fallback step, the admission wait and the
-// credential's fingerprint, every attempt, a cooldown the call caused.
+// records: the target and fallback step, the admission wait (and the part
+// of it spent in a cooldown) and the credential's fingerprint, every
+// attempt, a cooldown the call caused.
 func (ct *callTrace) wrap(call func(ctx context.Context, c *cred, model string) outcome) func(ctx context.Context, c *cred, model string) outcome {
 	if !ct.tc.Recording() {
 		return call
 	}
 	return func(ctx context.Context, c *cred, model string) outcome {
+		now := time.Now()
+		var cool time.Duration
+		if ct.cooledTo.After(ct.askedAt) {
+			end := now
+			if ct.cooledTo.Before(now) {
+				end = ct.cooledTo
+			}
+			cool = end.Sub(ct.askedAt)
+		}
 		ct.tc.SetTarget(ct.step(c, model), c.provider, model, c.server, c.port)
-		ct.tc.Admitted(time.Since(ct.prev), c.fp, c.index)
+		ct.tc.Admitted(now.Sub(ct.prev), cool, c.fp, c.index)
 		ctx = providers.WithAttemptHook(ctx, func(ev providers.AttemptEvent) {
 			ct.tc.Attempt(ev.Attempt, ev.Status, ev.ErrClass, ev.Duration, ev.Wait)
 		})
 		o := call(ctx, c, model)
 		var rl *llm.RateLimitError
 		if errors.As(o.err, &rl) && !rl.QuotaExhausted {
-			ct.tc.Cooldown(rl.RetryAfter, c.fp, time.Now().Add(rl.RetryAfter))
+			ct.tc.Cooldown(false, c.fp, time.Now().Add(rl.RetryAfter))
 		}
 		ct.last = o
 		ct.prev = time.Now()

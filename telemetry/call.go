@@ -16,29 +16,31 @@ import (
 
 // Chorus's own attribute keys on an inference span.
 const (
-	AttrAlias          = attribute.Key("chorus.alias")
-	AttrFallbackStep   = attribute.Key("chorus.fallback.step")
-	AttrCredential     = attribute.Key("chorus.credential.fingerprint")
-	AttrCredentialIdx  = attribute.Key("chorus.credential.index")
-	AttrAdmissionWait  = attribute.Key("chorus.admission.wait")
-	AttrAttempts       = attribute.Key("chorus.attempts")
-	AttrAttempt        = attribute.Key("chorus.attempt")
-	AttrStatus         = attribute.Key("http.response.status_code")
-	AttrErrorClass     = attribute.Key("chorus.error.class")
-	AttrRetryWait      = attribute.Key("chorus.retry.wait")
-	AttrRetryAt        = attribute.Key("chorus.cooldown.until")
-	AttrLearned        = attribute.Key("chorus.learned")
-	AttrBuffered       = attribute.Key("chorus.buffered")
-	AttrCustomID       = attribute.Key("chorus.batch.custom_id")
-	AttrBatchID        = attribute.Key("chorus.batch.id") // a provider batch's id
-	EventAttempt       = "chorus.attempt"
-	EventAdmitted      = "chorus.admitted"
-	EventCooldown      = "chorus.cooldown"
-	EventFallback      = "chorus.fallback"
-	EventLearnedFlag   = "chorus.learned"         // an attempt taught a flag (providers.EventLearned)
-	EventLearnedUsed   = "chorus.learned.applied" // a learned flag shaped an attempt (providers.EventLearnedApplied)
-	EventApprovalAsked = "chorus.approval.requested"
-	EventApprovalDone  = "chorus.approval.resolved"
+	AttrAlias           = attribute.Key("chorus.alias")
+	AttrFallbackStep    = attribute.Key("chorus.fallback.step")
+	AttrCredential      = attribute.Key("chorus.credential.fingerprint")
+	AttrCredentialIdx   = attribute.Key("chorus.credential.index")
+	AttrAdmissionWait   = attribute.Key("chorus.admission.wait")
+	AttrCooldownWait    = attribute.Key("chorus.admission.cooldown_wait") // the part of the admission wait spent cooling down
+	AttrCooldownRefused = attribute.Key("chorus.cooldown.refused")        // the admission was refused (cooling down past the deadline)
+	AttrAttempts        = attribute.Key("chorus.attempts")
+	AttrAttempt         = attribute.Key("chorus.attempt")
+	AttrStatus          = attribute.Key("http.response.status_code")
+	AttrErrorClass      = attribute.Key("chorus.error.class")
+	AttrRetryWait       = attribute.Key("chorus.retry.wait")
+	AttrRetryAt         = attribute.Key("chorus.cooldown.until")
+	AttrLearned         = attribute.Key("chorus.learned")
+	AttrBuffered        = attribute.Key("chorus.buffered")
+	AttrCustomID        = attribute.Key("chorus.batch.custom_id")
+	AttrBatchID         = attribute.Key("chorus.batch.id") // a provider batch's id
+	EventAttempt        = "chorus.attempt"
+	EventAdmitted       = "chorus.admitted"
+	EventCooldown       = "chorus.cooldown"
+	EventFallback       = "chorus.fallback"
+	EventLearnedFlag    = "chorus.learned"         // an attempt taught a flag (providers.EventLearned)
+	EventLearnedUsed    = "chorus.learned.applied" // a learned flag shaped an attempt (providers.EventLearnedApplied)
+	EventApprovalAsked  = "chorus.approval.requested"
+	EventApprovalDone   = "chorus.approval.resolved"
 )
 
 // Operation names (gen_ai.operation.name values).
@@ -162,27 +164,32 @@ func (c *Call) SetTarget(step int, provider, model, server string, port int) {
 	}
 }
 
-// Admitted records an admission: the wait and the credential (by its
-// fingerprint, never its key).
-func (c *Call) Admitted(wait time.Duration, fingerprint string, index int) {
+// Admitted records an admission: the wait (from the placement's start to
+// the grant), the part of it the credential spent cooling down (a cooldown
+// under way when the call asked), and the credential (by its fingerprint,
+// never its key). The rest of the wait was the queue and the pacer.
+func (c *Call) Admitted(wait, cooldown time.Duration, fingerprint string, index int) {
 	if !c.on {
 		return
 	}
 	c.t.inst.admissionWait.Record(c.ctx, wait.Seconds(), metric.WithAttributes(ProviderName(c.provider)))
 	if c.span.IsRecording() {
-		c.span.SetAttributes(AttrCredential.String(fingerprint), AttrCredentialIdx.Int(index), AttrAdmissionWait.Float64(wait.Seconds()))
-		c.span.AddEvent(EventAdmitted, trace.WithAttributes(AttrCredential.String(fingerprint), AttrAdmissionWait.Float64(wait.Seconds())))
+		c.span.SetAttributes(AttrCredential.String(fingerprint), AttrCredentialIdx.Int(index), AttrAdmissionWait.Float64(wait.Seconds()), AttrCooldownWait.Float64(cooldown.Seconds()))
+		c.span.AddEvent(EventAdmitted, trace.WithAttributes(AttrCredential.String(fingerprint), AttrAdmissionWait.Float64(wait.Seconds()), AttrCooldownWait.Float64(cooldown.Seconds())))
 	}
 }
 
-// Cooldown records a refused admission: the credential cools down.
-func (c *Call) Cooldown(wait time.Duration, fingerprint string, until time.Time) {
+// Cooldown records a cooldown the call met: a 429 that cooled the
+// credential down (refused false), or an admission the credential refused
+// because its cooldown outlasts the call's deadline (refused true); until
+// is the cooldown's end, when known.
+func (c *Call) Cooldown(refused bool, fingerprint string, until time.Time) {
 	if !c.on {
 		return
 	}
-	c.t.inst.cooldowns.Add(c.ctx, 1, metric.WithAttributes(ProviderName(c.provider)))
+	c.t.inst.cooldowns.Add(c.ctx, 1, metric.WithAttributes(ProviderName(c.provider), AttrCooldownRefused.Bool(refused)))
 	if c.span.IsRecording() {
-		kv := []attribute.KeyValue{AttrCredential.String(fingerprint), AttrAdmissionWait.Float64(wait.Seconds())}
+		kv := []attribute.KeyValue{AttrCredential.String(fingerprint), AttrCooldownRefused.Bool(refused)}
 		if !until.IsZero() {
 			kv = append(kv, AttrRetryAt.String(until.UTC().Format(time.RFC3339Nano)))
 		}

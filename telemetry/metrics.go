@@ -66,7 +66,7 @@ func newInstruments(m metric.Meter) instruments {
 	in.attempts, _ = m.Int64Counter(MetricAttempts, metric.WithUnit("{attempt}"), metric.WithDescription("HTTP attempts to a provider."))
 	in.retries, _ = m.Int64Counter(MetricRetries, metric.WithUnit("{attempt}"), metric.WithDescription("Attempts after a call's first."))
 	in.rateLimited, _ = m.Int64Counter(MetricRateLimited, metric.WithUnit("{response}"), metric.WithDescription("429 and 529 answers."))
-	in.cooldowns, _ = m.Int64Counter(MetricCooldowns, metric.WithUnit("{refusal}"), metric.WithDescription("Admissions refused because the credential cools down."))
+	in.cooldowns, _ = m.Int64Counter(MetricCooldowns, metric.WithUnit("{refusal}"), metric.WithDescription("Cooldowns calls met: a 429 that cooled a credential down, or (chorus.cooldown.refused) an admission refused because the credential cools down past the call's deadline."))
 	in.fallbacks, _ = m.Int64Counter(MetricFallbacks, metric.WithUnit("{step}"), metric.WithDescription("Calls moved to the next model of an alias."))
 	in.toolCalls, _ = m.Int64Counter(MetricToolCalls, metric.WithUnit("{call}"), metric.WithDescription("Tool calls by outcome."))
 	in.approvalsPending, _ = m.Int64UpDownCounter(MetricApprovalsPending, metric.WithUnit("{approval}"), metric.WithDescription("Session tool calls waiting for approval."))
