@@ -14,6 +14,15 @@ type Limits struct {
 	MaxConcurrency    int
 	RequestsPerMinute int
 	TokensPerMinute   int
+	// Shared says the provider's keys draw on one limit (an organisation's
+	// or a project's, as OpenAI and Anthropic count them), not a limit per
+	// key: the runtime then paces every key of one endpoint as one budget,
+	// with one admission queue, and MaxConcurrency caps them together.
+	// Undeclared, keys that share a limit are still recognised from the
+	// reports (the provider counting more than their grants explain) and
+	// each paces at its share, with no late 429s but more slowly: what one
+	// key leaves unused in a window the others cannot know of.
+	Shared bool
 }
 
 // budget is one limit (requests or tokens) as the provider reports it: the

@@ -18,7 +18,10 @@ type pacingCell struct {
 	model       llmtest.LimiterModel
 	format      providers.Format
 	concurrency int
-	keys        string // "one", "per-key" (two keys, a budget each), "org" (two keys, one budget)
+	// keys: "one"; "per-key" (two keys, a budget each); "org" (two keys
+	// of one organisation, one budget, not declared); "org-shared" (the
+	// same, declared: Limits.Shared).
+	keys string
 }
 
 // pacingResult is what one cell measured.
@@ -55,7 +58,7 @@ func runPacingCell(t *testing.T, c pacingCell) pacingResult {
 	switch c.keys {
 	case "per-key":
 		rl.PerKey, keys, capacity = true, []string{"k-a", "k-b"}, 2*pacingLimit
-	case "org":
+	case "org", "org-shared":
 		rl.Orgs, keys = map[string]string{"k-a": "acme", "k-b": "acme"}, []string{"k-a", "k-b"}
 	}
 	srv := llmtest.NewServer(llmtest.WithRateLimit(rl))
@@ -74,6 +77,9 @@ func runPacingCell(t *testing.T, c pacingCell) pacingResult {
 		}
 		id = cfg.ID
 		opts = append(opts, WithProvider(cfg))
+	}
+	if c.keys == "org-shared" {
+		opts = append(opts, WithLimits(id, Limits{Shared: true}))
 	}
 	rt := newRT(t, opts...)
 	start := time.Now()
@@ -114,16 +120,18 @@ func runPacingCell(t *testing.T, c pacingCell) pacingResult {
 // windows, token buckets, sliding windows) against the OpenAI, Anthropic
 // and Gemini formats at concurrency 1, 16 and 64, with one key, two keys
 // with budgets of their own, and two keys sharing one organisation's
-// budget. Every request must succeed. On the formats that report their
+// budget, undeclared and declared (Limits.Shared: the two keys are paced as
+// one budget). Every request must succeed. On the formats that report their
 // limits no 429 may come after the first window, keys sharing a token
 // bucket included. Gemini reports nothing and its per-minute 429 is
 // pacing, not exhausted quota: once its limit is inferred from the first
 // window's 429s, at most two 429s per window (usually one) may follow
-// under fixed windows for one key or keys of their own. Sliding windows and
+// under fixed windows for one key, keys of their own, or keys declared to
+// share one limit (one inference for both). Sliding windows and undeclared
 // keys sharing an organisation's limit are logged, not claimed, on Gemini:
-// the inference assumes fixed windows, and each key infers its limit from
-// its own acceptances and refusals, blind to the other's (at concurrency 64
-// tens of late 429s). Gemini on a token bucket is not run: its refusals
+// the inference assumes fixed windows, and an undeclared key infers its
+// limit from its own acceptances and refusals, blind to the other's (at
+// concurrency 64 tens of late 429s). Gemini on a token bucket is not run: its refusals
 // name no window. The time against the minimum the limit allows is
 // logged, never asserted.
 func TestPacingMatrix(t *testing.T) {
@@ -136,7 +144,7 @@ func TestPacingMatrix(t *testing.T) {
 				continue
 			}
 			for _, conc := range []int{1, 16, 64} {
-				for _, keys := range []string{"one", "per-key", "org"} {
+				for _, keys := range []string{"one", "per-key", "org", "org-shared"} {
 					c := pacingCell{model: m, format: f, concurrency: conc, keys: keys}
 					t.Run(fmt.Sprintf("%s/%s/c%d/%s", m, f, conc, keys), func(t *testing.T) {
 						r := runPacingCell(t, c)

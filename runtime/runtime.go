@@ -71,6 +71,25 @@ type cred struct {
 	// What telemetry names it by (telemetry.go): never the key.
 	provider, fp, server string
 	index, port          int
+	// shared: ref is the endpoint's one budget for a limit its keys share
+	// (Limits.Shared), the same admitter as its other keys'.
+	shared bool
+}
+
+// admitters returns each credential's admitter once: keys sharing a limit
+// share one.
+func (rt *Runtime) admitters() []actors.Admitter {
+	var out []actors.Admitter
+	seen := map[actors.Admitter]bool{}
+	for _, id := range rt.order {
+		for _, c := range rt.groups[id].creds {
+			if !seen[c.ref] {
+				seen[c.ref] = true
+				out = append(out, c.ref)
+			}
+		}
+	}
+	return out
 }
 
 // New spawns one actor per credential, in the process's shared actor
@@ -104,6 +123,7 @@ func New(opts ...Option) (*Runtime, error) {
 	}
 	rt.base, rt.stop = context.WithCancel(context.Background())
 	learned := map[string]*providers.Learned{} // by endpoint
+	shared := map[string]actors.Admitter{}     // by endpoint, for limits shared by its keys
 	for _, cfg := range o.configs {
 		g := rt.groups[cfg.ID]
 		if g == nil {
@@ -135,17 +155,33 @@ func New(opts ...Option) (*Runtime, error) {
 		if lim.MaxConcurrency == 0 {
 			lim.MaxConcurrency = o.maxConcurrency
 		}
-		if o.budget != nil {
+		switch {
+		case lim.Shared && shared[ep] != nil:
+			// One limit for every key of the endpoint: one budget paces them.
+			c.ref, c.shared = shared[ep], true
+		case o.budget != nil:
 			sum := sha256.Sum256([]byte(cfg.APIKey))
+			if lim.Shared {
+				// The budget is the endpoint's, whichever keys a node holds.
+				sum = sha256.Sum256([]byte("shared limit\x00" + ep))
+			}
 			c.ref, err = o.budget(Credential{Provider: cfg.ID, Index: len(g.creds), KeyID: hex.EncodeToString(sum[:8]), Limits: lim, QueueSize: o.queueSize, Learned: client.Learned()})
 			if err != nil {
 				rt.shutdown()
 				return nil, err
 			}
-		} else {
+		default:
 			st := actors.NewCredentialState(cfg.ID, len(g.creds), lim, o.queueSize)
-			st.ShareEndpoint(peers[endpoint(cfg)])
+			if !lim.Shared {
+				st.ShareEndpoint(peers[endpoint(cfg)])
+			}
 			c.ref = actors.Spawn(rt.sys, st)
+		}
+		if lim.Shared {
+			if shared[ep] == nil {
+				shared[ep] = c.ref
+			}
+			c.shared = true
 		}
 		g.creds = append(g.creds, c)
 	}
@@ -538,7 +574,11 @@ type Stats struct {
 	RemainingRequests int
 	RemainingTokens   int
 	CooldownUntil     time.Time
-	Learned           []string
+	// SharedLimit: the provider's keys share one limit (Limits.Shared), and
+	// Queued, InFlight, Requests, Failed, RateLimit, the remaining budget and
+	// CooldownUntil are that limit's, the same for each of its keys.
+	SharedLimit bool
+	Learned     []string
 	// Costs adds up the priced answers per model (WithPrices); a model
 	// without a price has no entry, never a guessed cost.
 	Costs []ModelCost
@@ -556,7 +596,7 @@ func (rt *Runtime) Stats() []Stats {
 			st := Stats{
 				Provider: id, Credential: s.Credential, Fingerprint: c.fp, Queued: s.Queued, InFlight: s.InFlight,
 				Requests: s.Requests, Failed: s.Failed, RateLimited: c.rateLimited.Load(), Restarts: s.Restarts,
-				Attempts: c.attempts.Load(), Retries: c.retries.Load(),
+				Attempts: c.attempts.Load(), Retries: c.retries.Load(), SharedLimit: c.shared,
 				RateLimit: s.RateLimit, RemainingRequests: s.RemainingRequests, RemainingTokens: s.RemainingTokens, CooldownUntil: s.CooldownUntil,
 			}
 			for _, f := range c.client.Learned().Flags() {
@@ -581,10 +621,8 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	}
 	rt.closed = true
 	rt.mu.Unlock()
-	for _, id := range rt.order {
-		for _, c := range rt.groups[id].creds {
-			_ = c.ref.Close(2 * time.Second)
-		}
+	for _, a := range rt.admitters() {
+		_ = a.Close(2 * time.Second)
 	}
 	drained := make(chan struct{})
 	go func() {
@@ -606,9 +644,11 @@ func (rt *Runtime) Close(ctx context.Context) error {
 func (rt *Runtime) shutdown() {
 	rt.unregisterGauges()
 	rt.stop()
+	for _, a := range rt.admitters() {
+		_ = a.Stop(2 * time.Second)
+	}
 	for _, id := range rt.order {
 		for _, c := range rt.groups[id].creds {
-			_ = c.ref.Stop(2 * time.Second)
 			c.client.CloseIdleConnections()
 		}
 	}

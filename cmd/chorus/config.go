@@ -27,6 +27,7 @@ import (
 //	    key_env: LOCAL_API_KEY   # optional; comma-separated keys are several credentials
 //	limits:                   # static limits per credential of a provider
 //	  openai: {rpm: 500, tpm: 200000, concurrency: 32}
+//	  anthropic: {shared: true}  # its keys share one limit (an organisation's): paced as one budget
 //	defaults:                 # models for input lines and chat calls that name none
 //	  chat: openai/gpt-4.1-mini
 //	  embed: openai/text-embedding-3-small
@@ -207,6 +208,18 @@ func (p *configParser) nonNegInt(n *yaml.Node, what string) (int, error) {
 	return v, nil
 }
 
+func (p *configParser) boolean(n *yaml.Node, what string) (bool, error) {
+	if n.Kind == yaml.ScalarNode && (n.Tag == "!!bool" || n.Tag == "") {
+		switch strings.TrimSpace(n.Value) {
+		case "true":
+			return true, nil
+		case "false":
+			return false, nil
+		}
+	}
+	return false, p.errf(n, "%s: want true or false, got %q", what, n.Value)
+}
+
 func (p *configParser) aliases(n *yaml.Node, cfg *fileConfig) error {
 	return p.mapping(n, "aliases", func(name string, k, v *yaml.Node) error {
 		what := "aliases." + name
@@ -323,8 +336,10 @@ func (p *configParser) limits(n *yaml.Node, cfg *fileConfig, later *[]func() err
 				l.TokensPerMinute, err = p.nonNegInt(v, what+".tpm")
 			case "concurrency":
 				l.MaxConcurrency, err = p.nonNegInt(v, what+".concurrency")
+			case "shared":
+				l.Shared, err = p.boolean(v, what+".shared")
 			default:
-				err = p.errf(k, "%s: unknown key %q (known: rpm, tpm, concurrency)", what, key)
+				err = p.errf(k, "%s: unknown key %q (known: rpm, tpm, concurrency, shared)", what, key)
 			}
 			return err
 		})

@@ -34,6 +34,8 @@ func TestConfigErrorsNameFileAndLine(t *testing.T) {
 		{"limits:\n  openai:\n    rpm: -5\n", `chorus.yaml:3: limits.openai.rpm: want a non-negative integer, got "-5"`},
 		{"limits:\n  openai:\n    rps: 5\n", `chorus.yaml:3: limits.openai: unknown key "rps"`},
 		{"limits:\n  opnai:\n    rpm: 5\n", `chorus.yaml:2: limits.opnai: no provider "opnai"`},
+		{"limits:\n  openai:\n    shared: yes\n", `chorus.yaml:3: limits.openai.shared: want true or false, got "yes"`},
+		{"limits:\n  openai:\n    shared: 1\n", `chorus.yaml:3: limits.openai.shared: want true or false, got "1"`},
 		{"sim:\n  latency: fast\n", `chorus.yaml:2: sim.latency: want a duration like 20ms, got "fast"`},
 		{"sim:\n  tokens_per_second: -1\n", "chorus.yaml:2: sim.tokens_per_second: want a non-negative number"},
 		{"defaults:\n  chat: fast\n", `chorus.yaml:2: defaults.chat: "fast" is neither provider/model nor an alias`},
@@ -63,7 +65,7 @@ providers:
     base_url: http://127.0.0.1:1/v1
     key_env: LOCAL_KEY
 limits:
-  local: {rpm: 60, tpm: 1000, concurrency: 2}
+  local: {rpm: 60, tpm: 1000, concurrency: 2, shared: true}
 sim:
   latency: 5ms
   tokens_per_second: 250.5
@@ -80,7 +82,7 @@ sim:
 	if len(cfg.providers) != 1 || cfg.providers[0].keyEnv != "LOCAL_KEY" || cfg.providers[0].line != 9 {
 		t.Errorf("providers %+v", cfg.providers)
 	}
-	if cfg.limits["local"] != (runtime.Limits{RequestsPerMinute: 60, TokensPerMinute: 1000, MaxConcurrency: 2}) {
+	if cfg.limits["local"] != (runtime.Limits{RequestsPerMinute: 60, TokensPerMinute: 1000, MaxConcurrency: 2, Shared: true}) {
 		t.Errorf("limits %+v", cfg.limits)
 	}
 	if cfg.sim.Latency != 5*time.Millisecond || cfg.sim.TokensPerSecond != 250.5 || cfg.sim.RPM != 100 || cfg.sim.Window != 2*time.Second {

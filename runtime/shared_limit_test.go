@@ -1,0 +1,104 @@
+package runtime
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chorusrt/chorus/actors"
+	"github.com/chorusrt/chorus/llmtest"
+)
+
+// Keys declared to share one limit (Limits.Shared, an organisation's) are
+// paced as one budget: one admission queue for both, every call served
+// without a 429 after the first window, both keys carrying calls.
+func TestSharedLimitPacesKeysAsOneBudget(t *testing.T) {
+	const window = 400 * time.Millisecond
+	srv := llmtest.NewServer(llmtest.WithRateLimit(llmtest.RateLimit{Requests: 10, Window: window, Model: llmtest.FixedWindow,
+		Orgs: map[string]string{"k-a": "acme", "k-b": "acme"}}))
+	defer srv.Close()
+	rt := newRT(t, WithProvider(openaiCfg(srv, "k-a")), WithProvider(openaiCfg(srv, "k-b")), WithLimits("openai", Limits{Shared: true}))
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, 40)
+	sem := make(chan struct{}, 16)
+	for range 40 {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if _, err := rt.Chat(ctxT(t, 30*time.Second), req("openai/m")); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("call failed: %v", err)
+	}
+	for _, at := range srv.RateLimitedAt() {
+		if at.Sub(start) > window {
+			t.Errorf("a 429 at %v, after the first window", at.Sub(start).Round(time.Millisecond))
+		}
+	}
+	byKey := map[string]int{}
+	for _, r := range srv.Requests() {
+		byKey[r.Header.Get("Authorization")]++
+	}
+	if byKey["Bearer k-a"] == 0 || byKey["Bearer k-b"] == 0 {
+		t.Errorf("requests per key %v: want both keys used", byKey)
+	}
+	st := rt.Stats()
+	if len(st) != 2 || !st[0].SharedLimit || !st[1].SharedLimit {
+		t.Fatalf("stats %+v: want two credentials, both on the shared limit", st)
+	}
+	if st[0].Requests != st[1].Requests || st[0].Requests < 40 {
+		t.Errorf("admissions %d and %d: want one budget's count (at least 40) for both keys", st[0].Requests, st[1].Requests)
+	}
+	if st[0].Fingerprint == st[1].Fingerprint {
+		t.Errorf("both keys named %s", st[0].Fingerprint)
+	}
+}
+
+// With a SharedBudget (a cluster's budget owners), keys declared to share
+// one limit ask for one budget, named by their endpoint rather than by a
+// key, so every node's keys of it meet at one owner.
+func TestSharedLimitAsksOneSharedBudget(t *testing.T) {
+	srv := llmtest.NewServer()
+	defer srv.Close()
+	sys := actors.NewSystem(nil)
+	defer sys.Release()
+	var asked []Credential
+	budget := func(c Credential) (actors.Admitter, error) {
+		asked = append(asked, c)
+		return actors.Spawn(sys, actors.NewCredentialState(c.Provider, c.Index, c.Limits, c.QueueSize)), nil
+	}
+	cfgA, cfgB := openaiCfg(srv, "k-a"), openaiCfg(srv, "k-b")
+	rt := newRT(t, WithProvider(cfgA), WithProvider(cfgB), WithLimits("openai", Limits{Shared: true}), WithSharedBudget(budget))
+	if len(asked) != 1 {
+		t.Fatalf("the shared budget was asked %d times for two keys of one limit, want once", len(asked))
+	}
+	for _, k := range []string{"k-a", "k-b"} {
+		if sum := sha256.Sum256([]byte(k)); asked[0].KeyID == hex.EncodeToString(sum[:8]) {
+			t.Errorf("the shared limit's budget is named by the key %s's id", k)
+		}
+	}
+	srv.Push(llmtest.Step{Reply: &llmtest.Reply{Text: "a"}}, llmtest.Step{Reply: &llmtest.Reply{Text: "b"}})
+	for range 2 {
+		if _, err := rt.Chat(ctxT(t, 5*time.Second), req("openai/m")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Without the declaration each key has its own budget.
+	asked = nil
+	rt2 := newRT(t, WithProvider(cfgA), WithProvider(cfgB), WithSharedBudget(budget))
+	if len(asked) != 2 || asked[0].KeyID == asked[1].KeyID {
+		t.Errorf("undeclared: asked %d budgets, want one per key", len(asked))
+	}
+	_ = rt2.Close(context.Background())
+}
