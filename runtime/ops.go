@@ -21,7 +21,7 @@ func (rt *Runtime) op(ctx context.Context, name, model string, cost int, call fu
 	ctx, done := rt.callCtx(ctx)
 	defer done()
 	ctx, tr := rt.startTrace(ctx, name, model, targets, false)
-	err = rt.place(ctx, targets, cost, tr.wrap(call))
+	err = rt.place(ctx, targets, cost, tr, tr.wrap(call))
 	tr.end(nil, err)
 	return err
 }

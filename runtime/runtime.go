@@ -334,7 +334,7 @@ type outcome struct {
 // place runs a call on the targets in order, rotating credentials on rate
 // limits and falling back to the next target on retryable failures before
 // the first event.
-func (rt *Runtime) place(ctx context.Context, targets []target, cost int, call func(ctx context.Context, c *cred, model string) outcome) error {
+func (rt *Runtime) place(ctx context.Context, targets []target, cost int, ct *callTrace, call func(ctx context.Context, c *cred, model string) outcome) error {
 	var lastErr error
 	rep := reportOf(ctx) // report.go; nil unless asked
 	for step, t := range targets {
@@ -342,12 +342,14 @@ func (rt *Runtime) place(ctx context.Context, targets []target, cost int, call f
 		for n := 0; n < rt.opts.placements; n++ {
 			now := time.Now()
 			c := t.g.pick(now)
+			ct.asking(c, now) // telemetry.go
 			seq, err := c.ref.Admit(ctx, cost)
 			if err != nil {
 				switch {
 				case ctx.Err() != nil:
 					return firstErr(lastErr, ctx.Err())
 				case actors.ErrCoolingDown(err):
+					ct.refused(c, err)
 					lastErr = err
 					if rt.anyAvailable(t.g) {
 						continue
@@ -474,7 +476,7 @@ func (rt *Runtime) Chat(ctx context.Context, req *llm.ChatRequest) (*llm.ChatRes
 	ctx, tr := rt.startTrace(ctx, telemetry.OpChat, req.Model, targets, false)
 	tr.tc.Request(req)
 	var res *llm.ChatResult
-	err = rt.place(ctx, targets, estimateCost(req), tr.wrap(func(ctx context.Context, c *cred, model string) outcome {
+	err = rt.place(ctx, targets, estimateCost(req), tr, tr.wrap(func(ctx context.Context, c *cred, model string) outcome {
 		r := *req
 		r.Model = model
 		out, err := c.client.ChatValidated(ctx, &r)
@@ -520,7 +522,7 @@ func (rt *Runtime) Stream(ctx context.Context, req *llm.ChatRequest) (*llm.Strea
 	go func() {
 		defer done()
 		var res *llm.ChatResult
-		err := rt.place(sctx, targets, cost, tr.wrap(func(ctx context.Context, c *cred, model string) outcome {
+		err := rt.place(sctx, targets, cost, tr, tr.wrap(func(ctx context.Context, c *cred, model string) outcome {
 			r := *req
 			r.Model = model
 			// Validated above, once; the client says whether events reached

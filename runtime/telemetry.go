@@ -59,6 +59,11 @@ type callTrace struct {
 	// admission, cooledTo the end of the cooldown the credential was in
 	// then (zero: none).
 	askedAt, cooledTo time.Time
+	// cooled is the credential a 429 of this call cooled down, until
+	// cooledBy: its actor may not have heard of it yet when the next
+	// placement asks it.
+	cooled   *cred
+	cooledBy time.Time
 }
 
 // startTrace starts the span of a call of op on model (as the caller named
@@ -82,6 +87,9 @@ func (ct *callTrace) asking(c *cred, now time.Time) {
 	ct.askedAt, ct.cooledTo = now, time.Time{}
 	if _, _, cd := c.ref.Load(); cd.After(now) {
 		ct.cooledTo = cd
+	}
+	if c == ct.cooled && ct.cooledBy.After(ct.cooledTo) {
+		ct.cooledTo = ct.cooledBy
 	}
 }
 
@@ -127,7 +135,8 @@ func (ct *callTrace) wrap(call func(ctx context.Context, c *cred, model string) 
 		o := call(ctx, c, model)
 		var rl *llm.RateLimitError
 		if errors.As(o.err, &rl) && !rl.QuotaExhausted {
-			ct.tc.Cooldown(false, c.fp, time.Now().Add(rl.RetryAfter))
+			ct.cooled, ct.cooledBy = c, time.Now().Add(rl.RetryAfter)
+			ct.tc.Cooldown(false, c.fp, ct.cooledBy)
 		}
 		ct.last = o
 		ct.prev = time.Now()

@@ -493,3 +493,70 @@ func TestTelemetryEmbeddingsSpan(t *testing.T) {
 		t.Errorf("input token usage: %d points, sum %d", n, sum)
 	}
 }
+
+// cooldownEvents returns the span's chorus.cooldown events' refused flags.
+func cooldownEvents(sp sdktrace.ReadOnlySpan) []bool {
+	var out []bool
+	for _, ev := range sp.Events() {
+		if ev.Name != telemetry.EventCooldown {
+			continue
+		}
+		refused := false
+		for _, kv := range ev.Attributes {
+			if kv.Key == telemetry.AttrCooldownRefused {
+				refused = kv.Value.AsBool()
+			}
+		}
+		out = append(out, refused)
+	}
+	return out
+}
+
+// TestTelemetryCooldownWait: a call that meets a 429 records the cooldown
+// it caused; its next placement waits for the cooldown to end, and the
+// span tells that part of the admission wait (chorus.admission.cooldown_wait)
+// from the rest. A call whose deadline the cooldown outlasts is refused
+// admission: the refusal is a chorus.cooldown event (refused=true) on its
+// span, and both count in chorus.cooldowns.
+func TestTelemetryCooldownWait(t *testing.T) {
+	srv := llmtest.NewServer()
+	defer srv.Close()
+	rig := newTelRig(t)
+	rt := newRT(t, WithProvider(openaiCfg(srv, key)), WithTelemetry(rig.tel))
+	const cool = 400 * time.Millisecond
+	srv.Push(llmtest.Step{Fault: &llmtest.Fault{Kind: llmtest.FaultStatus, Status: 429, RetryAfter: cool}}, llmtest.Step{Reply: &llmtest.Reply{Text: "ok"}})
+	if _, err := rt.Chat(ctxT(t, 10*time.Second), req("openai/m")); err != nil {
+		t.Fatal(err)
+	}
+	spans := rig.ended()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans", len(spans))
+	}
+	a := attrs(spans[0])
+	wait, cw := a["chorus.admission.wait"].AsFloat64(), a["chorus.admission.cooldown_wait"].AsFloat64()
+	if cw < (cool/2).Seconds() || cw > wait || wait > 5 {
+		t.Errorf("admission wait %.3fs, of it cooling down %.3fs; want most of the %v cooldown", wait, cw, cool)
+	}
+	if got := cooldownEvents(spans[0]); len(got) != 1 || got[0] {
+		t.Errorf("cooldown events (refused?) %v, want one caused by the 429", got)
+	}
+
+	// A cooldown longer than the call's deadline: the next call is refused.
+	srv.Push(llmtest.Step{Fault: &llmtest.Fault{Kind: llmtest.FaultStatus, Status: 429, RetryAfter: 30 * time.Second}})
+	if _, err := rt.Chat(ctxT(t, 3*time.Second), req("openai/m")); err == nil {
+		t.Fatal("a 30s cooldown did not fail a 3s call")
+	}
+	spans = rig.ended()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans", len(spans))
+	}
+	if got := cooldownEvents(spans[1]); len(got) != 2 || got[0] || !got[1] {
+		t.Errorf("cooldown events (refused?) %v, want the 429's then the refusal", got)
+	}
+	if _, sum, _, _ := histSum(rig.metrics(t), telemetry.MetricCooldowns, attribute.Bool("chorus.cooldown.refused", true)); sum != 1 {
+		t.Errorf("refused cooldowns metric %d, want 1", sum)
+	}
+	if _, sum, _, _ := histSum(rig.metrics(t), telemetry.MetricCooldowns); sum != 3 {
+		t.Errorf("cooldowns metric %d, want 3", sum)
+	}
+}
