@@ -18,6 +18,7 @@ import (
 	"github.com/chorusrt/chorus/batch"
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/providers/openai"
+	"github.com/chorusrt/chorus/runtime"
 )
 
 // DefaultMaxBatchLines caps a batch's requests when Options.MaxBatchLines
@@ -746,23 +747,44 @@ type lineRunner struct {
 }
 
 func (l lineRunner) refuse(model string) error {
-	if l.ks == nil || l.ks.allows(model) {
+	if l.ks == nil {
 		return nil
 	}
-	return &llm.APIError{Provider: "gateway", Status: http.StatusForbidden, Type: "permission_error", Code: "model_not_allowed",
-		Message: fmt.Sprintf("gateway key %q may not call model %q", l.ks.key.Name, model)}
+	if !l.ks.allows(model) {
+		return &llm.APIError{Provider: "gateway", Status: http.StatusForbidden, Type: "permission_error", Code: "model_not_allowed",
+			Message: fmt.Sprintf("gateway key %q may not call model %q", l.ks.key.Name, model)}
+	}
+	if l.ks.budgetSpent() {
+		e := errBudgetSpent(l.ks)
+		return &llm.APIError{Provider: "gateway", Status: e.Status, Type: "insufficient_quota", Code: e.Code, Message: e.Message}
+	}
+	return nil
 }
 
+// Chat runs a line, charging its cost to the key's budget.
 func (l lineRunner) Chat(ctx context.Context, req *llm.ChatRequest) (*llm.ChatResult, error) {
 	if err := l.refuse(req.Model); err != nil {
 		return nil, err
 	}
-	return l.h.rt.Chat(ctx, req)
+	if l.ks == nil || l.ks.key.BudgetUSD <= 0 {
+		return l.h.rt.Chat(ctx, req)
+	}
+	rep := new(runtime.CallReport)
+	res, err := l.h.rt.Chat(runtime.WithCallReport(ctx, rep), req)
+	l.ks.charge(rep)
+	return res, err
 }
 
+// Embed runs a line, charging its cost to the key's budget.
 func (l lineRunner) Embed(ctx context.Context, req *llm.EmbedRequest) (*llm.EmbedResult, error) {
 	if err := l.refuse(req.Model); err != nil {
 		return nil, err
 	}
-	return l.h.rt.Embed(ctx, req)
+	if l.ks == nil || l.ks.key.BudgetUSD <= 0 {
+		return l.h.rt.Embed(ctx, req)
+	}
+	rep := new(runtime.CallReport)
+	res, err := l.h.rt.Embed(runtime.WithCallReport(ctx, rep), req)
+	l.ks.charge(rep)
+	return res, err
 }

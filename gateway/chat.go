@@ -57,6 +57,7 @@ func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, ks *keyState
 			return
 		}
 		adm.end(res.Usage)
+		adm.k.charge(rep)
 		b, err := c.encode(res)
 		if err != nil {
 			h.fail(w, c.f, errorFor(err))
@@ -89,6 +90,7 @@ func (h *Handler) relay(w http.ResponseWriter, f format, s *llm.Stream, enc stre
 	} else {
 		adm.end(llm.Usage{})
 	}
+	adm.k.charge(rep)
 }
 
 // The x-chorus-* header names, in the canonical form http.Header keeps

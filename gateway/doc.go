@@ -111,7 +111,11 @@
 // and looked up by its hash, so the time taken depends on the hash of what
 // the client sent, never on how much of a key it guessed. A key may be limited to models (exact names or "provider/*"; 403
 // otherwise), to requests and tokens per minute, and to calls in flight;
-// past a limit the answer is 429 with retry-after. The window is a fixed
+// past a limit the answer is 429 with retry-after. A key may have a budget
+// in US dollars (Key.BudgetUSD), charged each answer's cost from the
+// runtime's prices (batch lines included); once spent, its calls get a 429
+// insufficient_quota with x-should-retry: false, which the SDKs do not
+// retry. The window is a fixed
 // minute from the first request after the previous window ended; tokens are
 // charged after each call from the usage it reported (prompt and
 // completion), so the last call of a window may overrun its token budget.

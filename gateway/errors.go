@@ -23,6 +23,10 @@ type Error struct {
 	Status     int
 	Message    string
 	RetryAfter time.Duration
+	// Code, when set, is the OpenAI error code (default: the status's).
+	Code string
+	// NoRetry tells the SDKs not to retry (x-should-retry: false).
+	NoRetry bool
 }
 
 func (e *Error) Error() string {
@@ -106,6 +110,9 @@ func (h *Handler) fail(w http.ResponseWriter, f format, e *Error) {
 		hd.Set("retry-after", strconv.Itoa(secs))
 		hd.Set("retry-after-ms", strconv.FormatInt(e.RetryAfter.Milliseconds(), 10))
 	}
+	if e.NoRetry {
+		hd.Set("x-should-retry", "false")
+	}
 	hd.Set("Content-Type", "application/json")
 	var body []byte
 	switch f {
@@ -114,7 +121,7 @@ func (h *Handler) fail(w http.ResponseWriter, f format, e *Error) {
 	case formatGemini:
 		body = gemini.ServerError(e.Status, e.Message)
 	default:
-		body = openai.ServerError(e.Status, e.Message)
+		body = openai.ServerErrorCode(e.Status, e.Code, e.Message)
 	}
 	w.WriteHeader(e.Status)
 	_, _ = w.Write(body)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -36,6 +37,14 @@ type Key struct {
 	// RPM and TPM are requests and tokens per minute for this key (zero:
 	// unlimited); Concurrency bounds its calls in flight (zero: unbounded).
 	RPM, TPM, Concurrency int
+	// BudgetUSD is what the key may spend, in US dollars, over the
+	// Handler's life (zero: no budget): each answer's cost is charged
+	// once the call ends (its batch lines too), from the runtime's prices
+	// (runtime.WithPrices), so an answer whose model has no price costs
+	// nothing. Once it is spent, calls are refused with 429
+	// (insufficient_quota, x-should-retry: false); the call that crosses
+	// it is not cut short.
+	BudgetUSD float64
 }
 
 // HashKey returns the SHA-256 of a key's text, as Key.SHA256 holds it.
@@ -138,6 +147,9 @@ func New(rt *runtime.Runtime, opts Options) (*Handler, error) {
 	for i, k := range opts.Keys {
 		if k.SHA256 == ([32]byte{}) {
 			return nil, fmt.Errorf("gateway: key %d (%q) has no hash", i, k.Name)
+		}
+		if k.BudgetUSD < 0 || math.IsNaN(k.BudgetUSD) || math.IsInf(k.BudgetUSD, 0) {
+			return nil, fmt.Errorf("gateway: key %q: budget %v is not a finite amount of zero or more", k.Name, k.BudgetUSD)
 		}
 		if _, dup := h.keys[k.SHA256]; dup {
 			return nil, fmt.Errorf("gateway: key %q is configured twice", k.Name)

@@ -111,6 +111,7 @@ func (h *Handler) geminiEmbed(w http.ResponseWriter, r *http.Request, model stri
 		return
 	}
 	adm.end(res.Usage)
+	adm.k.charge(rep)
 	b, err := gemini.EncodeServerEmbed(res, batch)
 	if err != nil {
 		h.fail(w, f, errorFor(err))

@@ -81,3 +81,56 @@ func TestChorusHeadersOnFailure(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewayKeyBudget: a key's budget is charged each priced answer's
+// cost (buffered and streamed); once spent, the key's calls are refused
+// with a 429 the SDKs do not retry (insufficient_quota, x-should-retry:
+// false), in each format, and its batch lines fail the same way; another
+// key is not affected.
+func TestGatewayKeyBudget(t *testing.T) {
+	opts := gateway.Options{Keys: []gateway.Key{
+		{Name: "capped", SHA256: gateway.HashKey("gk-capped"), BudgetUSD: 0.01},
+		{Name: "free", SHA256: gateway.HashKey("gk-free")},
+	}}
+	f := newFixture(t, opts, runtime.WithPrices(llm.Prices{"openai/gpt-4.1-mini": {Input: 2, Output: 8}}))
+	usage := &llm.Usage{PromptTokens: 1000, CompletionTokens: 500} // $0.006
+	f.up.Push(llmtest.Step{Reply: &llmtest.Reply{Text: "one", Usage: usage}}, llmtest.Step{Reply: &llmtest.Reply{Deltas: []string{"t", "wo"}, Usage: usage}})
+	capped := []string{"Authorization", "Bearer gk-capped"}
+	const body = `{"model":"openai/gpt-4.1-mini","messages":[{"role":"user","content":"x"}]}`
+	if a := f.do(t, "POST", "/v1/chat/completions", body, capped...); a.status != 200 {
+		t.Fatalf("first call: %d %s", a.status, a.body)
+	}
+	if a := f.do(t, "POST", "/v1/chat/completions", strings.Replace(body, `"x"}]`, `"x"}],"stream":true`, 1), capped...); a.status != 200 || !strings.Contains(string(a.body), "[DONE]") {
+		t.Fatalf("streamed call (budget left): %d %s", a.status, a.body)
+	}
+	// $0.012 spent of $0.01: refused, in each format, without a retry hint.
+	a := f.do(t, "POST", "/v1/chat/completions", body, capped...)
+	if a.status != 429 || a.header.Get("x-should-retry") != "false" || a.header.Get("retry-after") != "" ||
+		!strings.Contains(string(a.body), `"code":"insufficient_quota"`) || !strings.Contains(string(a.body), "budget") {
+		t.Fatalf("spent budget: %d %v %s", a.status, a.header, a.body)
+	}
+	a = f.do(t, "POST", "/v1/messages", `{"model":"openai/gpt-4.1-mini","max_tokens":5,"messages":[{"role":"user","content":"x"}]}`, "x-api-key", "gk-capped")
+	if a.status != 429 || a.header.Get("x-should-retry") != "false" || !strings.Contains(string(a.body), `"type":"rate_limit_error"`) {
+		t.Fatalf("spent budget, Anthropic format: %d %s", a.status, a.body)
+	}
+	f.up.Push(llmtest.Text("free"))
+	if a := f.do(t, "POST", "/v1/chat/completions", body, "Authorization", "Bearer gk-free"); a.status != 200 {
+		t.Fatalf("another key: %d %s", a.status, a.body)
+	}
+	// A batch line of the spent key fails without reaching the provider.
+	in := `{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":` + body + "}\n"
+	var file struct{ ID string }
+	decode(t, f.upload(t, "gk-capped", "batch", "in.jsonl", []byte(in)).body, &file)
+	var created batchObj
+	decode(t, f.do(t, "POST", "/v1/batches", `{"input_file_id":"`+file.ID+`","endpoint":"/v1/chat/completions","completion_window":"24h"}`, capped...).body, &created)
+	b := f.waitBatch(t, "gk-capped", created.ID)
+	if b.Status != "completed" || b.RequestCounts.Failed != 1 || b.ErrorFileID == nil {
+		t.Fatalf("batch %+v", b)
+	}
+	if e := f.do(t, "GET", "/v1/files/"+*b.ErrorFileID+"/content", "", capped...); !strings.Contains(string(e.body), `"code":"insufficient_quota"`) {
+		t.Errorf("error file %s", e.body)
+	}
+	if n := f.up.Count(); n != 3 {
+		t.Errorf("%d upstream calls, want 3", n)
+	}
+}

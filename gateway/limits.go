@@ -3,12 +3,14 @@ package gateway
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/providers/openai"
+	"github.com/chorusrt/chorus/runtime"
 )
 
 // window is the span of a key's RPM and TPM budgets.
@@ -25,6 +27,7 @@ type keyState struct {
 	reqs     int // requests admitted in the window
 	toks     int // tokens charged in the window
 	inFlight int
+	spent    float64 // US dollars charged, over the Handler's life (Key.BudgetUSD)
 }
 
 func newKeyState(k Key) *keyState { return &keyState{key: k} }
@@ -91,12 +94,42 @@ func (k *keyState) admit(now time.Time) (a admission, v limitsView, e *Error) {
 		return a, v, &Error{Status: http.StatusTooManyRequests, Message: fmt.Sprintf("gateway key %q: %d requests per minute reached", k.key.Name, k.key.RPM), RetryAfter: v.reset}
 	case k.key.TPM > 0 && k.toks >= k.key.TPM:
 		return a, v, &Error{Status: http.StatusTooManyRequests, Message: fmt.Sprintf("gateway key %q: %d tokens per minute reached", k.key.Name, k.key.TPM), RetryAfter: v.reset}
+	case k.key.BudgetUSD > 0 && k.spent >= k.key.BudgetUSD:
+		return a, v, errBudgetSpent(k)
 	case k.key.Concurrency > 0 && k.inFlight >= k.key.Concurrency:
 		return a, v, &Error{Status: http.StatusTooManyRequests, Message: fmt.Sprintf("gateway key %q: %d calls in flight", k.key.Name, k.key.Concurrency), RetryAfter: time.Second}
 	}
 	k.reqs++
 	k.inFlight++
 	return admission{k: k, start: k.start}, k.view(now), nil
+}
+
+// errBudgetSpent is the refusal of a key whose budget is spent: a 429 an
+// SDK does not retry (nothing frees the budget but a new Handler).
+func errBudgetSpent(k *keyState) *Error {
+	return &Error{Status: http.StatusTooManyRequests, Code: "insufficient_quota", NoRetry: true,
+		Message: fmt.Sprintf("gateway key %q: its budget of $%s is spent", k.key.Name, strconv.FormatFloat(k.key.BudgetUSD, 'f', -1, 64))}
+}
+
+// charge adds a call's cost, when its model is priced, to the key's
+// spending (a call admitted with budget left may cross it).
+func (k *keyState) charge(rep *runtime.CallReport) {
+	if k == nil || k.key.BudgetUSD <= 0 || !rep.Priced {
+		return
+	}
+	k.mu.Lock()
+	k.spent += rep.Cost
+	k.mu.Unlock()
+}
+
+// budgetSpent reports whether the key's budget is spent.
+func (k *keyState) budgetSpent() bool {
+	if k == nil || k.key.BudgetUSD <= 0 {
+		return false
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.spent >= k.key.BudgetUSD
 }
 
 // allows reports whether the key may call model.

@@ -144,6 +144,7 @@ func (h *Handler) openAIEmbeddings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	adm.end(res.Usage)
+	adm.k.charge(rep)
 	out, err := openai.EncodeServerEmbed(res, req.Model, b64)
 	if err != nil {
 		h.fail(w, f, errorFor(err))

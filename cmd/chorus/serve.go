@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -62,6 +64,7 @@ on the same port: credentials, batches, sessions and their approvals.
 //	      rpm: 60
 //	      tpm: 100000
 //	      concurrency: 4
+//	      budget_usd: 50        # spent from the prices: section's costs
 type gatewayConfig struct {
 	keys []gatewayKeyDef
 }
@@ -78,7 +81,7 @@ func (p *configParser) gateway(n *yaml.Node, cfg *fileConfig) error {
 			return p.errf(k, "gateway: unknown key %q (known: keys)", key)
 		}
 		if v.Kind != yaml.SequenceNode {
-			return p.errf(v, "gateway.keys: want a list of {name, sha256 or key_env, models, rpm, tpm, concurrency}")
+			return p.errf(v, "gateway.keys: want a list of {name, sha256 or key_env, models, rpm, tpm, concurrency, budget_usd}")
 		}
 		names := map[string]bool{}
 		for i, item := range v.Content {
@@ -117,8 +120,14 @@ func (p *configParser) gateway(n *yaml.Node, cfg *fileConfig) error {
 					d.key.TPM, err = p.nonNegInt(v, what+".tpm")
 				case "concurrency":
 					d.key.Concurrency, err = p.nonNegInt(v, what+".concurrency")
+				case "budget_usd":
+					f, perr := strconv.ParseFloat(strings.TrimSpace(v.Value), 64)
+					if v.Kind != yaml.ScalarNode || perr != nil || f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+						return p.errf(v, "%s.budget_usd: want an amount of US dollars (zero or more), got %q", what, v.Value)
+					}
+					d.key.BudgetUSD = f
 				default:
-					err = p.errf(k, "%s: unknown key %q (known: name, sha256, key_env, models, rpm, tpm, concurrency)", what, key)
+					err = p.errf(k, "%s: unknown key %q (known: name, sha256, key_env, models, rpm, tpm, concurrency, budget_usd)", what, key)
 				}
 				return err
 			})
@@ -146,6 +155,10 @@ func gatewayKeys(e env, cfg *fileConfig) ([]gateway.Key, error) {
 	var out []gateway.Key
 	for _, d := range cfg.gateway.keys {
 		k := d.key
+		if k.BudgetUSD > 0 && len(cfg.prices) == 0 {
+			// Without prices no answer costs anything: the budget would never be spent.
+			return nil, &configError{path: cfg.path, line: d.line, msg: fmt.Sprintf("gateway key %q: budget_usd needs prices: (USD per million tokens of each model it may call)", k.Name)}
+		}
 		if d.keyEnv != "" {
 			v := strings.TrimSpace(e.getenv(d.keyEnv))
 			if v == "" {

@@ -122,3 +122,44 @@ func TestServeGatewayKeys(t *testing.T) {
 		t.Errorf("bad hash: exit %d %q", code, stderr)
 	}
 }
+
+// TestServeGatewayKeyBudget: budget_usd in gateway.keys is spent from the
+// prices: section's costs; once spent, the key's calls are refused with a
+// 429 insufficient_quota. A budget without prices is a config error.
+func TestServeGatewayKeyBudget(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "chorus.yaml")
+	const yml = `prices:
+  sim/echo: {input: 100000, output: 100000}
+gateway:
+  keys:
+    - name: capped
+      key_env: CHORUS_TEST_BUDGET_KEY
+      budget_usd: 0.5
+`
+	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base, stop := startServe(t, map[string]string{"CHORUS_TEST_BUDGET_KEY": "gk-budget-1"}, "--addr", "127.0.0.1:0", "--config", cfg)
+	const body = `{"model":"sim/echo","messages":[{"role":"user","content":"ping"}]}`
+	// $0.10 a token: the first answer spends the budget.
+	if code, b := post(t, base+"/v1/chat/completions", body, "Authorization", "Bearer gk-budget-1"); code != 200 {
+		t.Errorf("first call: %d %s", code, b)
+	}
+	if code, b := post(t, base+"/v1/chat/completions", body, "Authorization", "Bearer gk-budget-1"); code != 429 || !strings.Contains(b, "insufficient_quota") {
+		t.Errorf("past the budget: %d %s", code, b)
+	}
+	if exit, stderr := stop(); exit != 0 {
+		t.Errorf("exit %d, stderr %s", exit, stderr)
+	}
+	noPrices := filepath.Join(dir, "noprices.yaml")
+	os.WriteFile(noPrices, []byte("gateway:\n  keys:\n    - name: x\n      sha256: "+strings.Repeat("ab", 32)+"\n      budget_usd: 5\n"), 0o600)
+	if code, _, stderr := runCLI(t, context.Background(), nil, "serve", "--addr", "127.0.0.1:0", "--config", noPrices); code != 2 || !strings.Contains(stderr, "budget_usd needs prices") {
+		t.Errorf("budget without prices: exit %d %q", code, stderr)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("gateway:\n  keys:\n    - name: x\n      sha256: "+strings.Repeat("ab", 32)+"\n      budget_usd: -1\n"), 0o600)
+	if code, _, stderr := runCLI(t, context.Background(), nil, "serve", "--config", bad); code != 2 || !strings.Contains(stderr, "budget_usd: want an amount") {
+		t.Errorf("negative budget: exit %d %q", code, stderr)
+	}
+}

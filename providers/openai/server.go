@@ -508,19 +508,28 @@ type serverErrorObject struct {
 // status: the OpenAI SDKs pick their exception class from the status
 // (400 BadRequestError, 401 AuthenticationError, 403 PermissionDeniedError,
 // 404 NotFoundError, 429 RateLimitError, 5xx InternalServerError).
-func ServerError(status int, message string) []byte {
-	typ, code := "invalid_request_error", ""
+func ServerError(status int, message string) []byte { return ServerErrorCode(status, "", message) }
+
+// ServerErrorCode is ServerError with the error's code given (empty: the
+// status's own); insufficient_quota is typed as OpenAI types it.
+func ServerErrorCode(status int, code, message string) []byte {
+	typ, dflt := "invalid_request_error", ""
 	switch {
 	case status == http.StatusUnauthorized:
-		code = "invalid_api_key"
+		dflt = "invalid_api_key"
 	case status == http.StatusForbidden:
 		typ = "permission_error"
 	case status == http.StatusNotFound:
-		code = "model_not_found"
+		dflt = "model_not_found"
+	case status == http.StatusTooManyRequests && code == "insufficient_quota":
+		typ = "insufficient_quota"
 	case status == http.StatusTooManyRequests:
-		typ, code = "requests", "rate_limit_exceeded"
+		typ, dflt = "requests", "rate_limit_exceeded"
 	case status >= 500:
 		typ = "server_error"
+	}
+	if code == "" {
+		code = dflt
 	}
 	o := serverErrorObject{Message: message, Type: typ}
 	if code != "" {
