@@ -22,7 +22,11 @@
 //	                            conversation and background are refused (400)
 //	POST /v1/embeddings         input as a string or strings; float or base64
 //	GET  /v1/models             the runtime's aliases, then every provider's
-//	                            models as provider/model
+//	                            models as provider/model (to a client that
+//	                            sends anthropic-version, an Anthropic SDK,
+//	                            Anthropic's pages: limit, after_id,
+//	                            before_id, has_more)
+//	GET  /v1/models/{model}     one of them (the model may hold a slash)
 //
 // OpenAI Files and Batch (batch jobs on any provider, through package batch):
 //
@@ -77,6 +81,8 @@
 //	                               chunk, as Gemini never streams arguments)
 //	POST /v1beta/models/{model}:embedContent
 //	POST /v1beta/models/{model}:batchEmbedContents
+//	GET  /v1beta/models[/{model}]  the same models as Gemini lists them
+//	                               (pageSize, pageToken)
 //
 // A Gemini functionCall without an id is given its name as id; a
 // functionResponse answers the call with its id, else its name.

@@ -93,7 +93,7 @@ const (
 )
 
 func formatOf(r *http.Request) format {
-	if strings.HasPrefix(r.URL.Path, "/v1/messages") {
+	if strings.HasPrefix(r.URL.Path, "/v1/messages") || (strings.HasPrefix(r.URL.Path, "/v1/models") && anthropicClient(r)) {
 		return formatAnthropic
 	}
 	if strings.HasPrefix(r.URL.Path, "/v1beta/") {

@@ -217,7 +217,10 @@ func (h *Handler) routes() {
 	h.mux.HandleFunc("GET /v1/batches", h.listBatches)
 	h.mux.HandleFunc("GET /v1/batches/{id}", h.getBatch)
 	h.mux.HandleFunc("POST /v1/batches/{id}/cancel", h.cancelBatch)
-	h.mux.HandleFunc("GET /v1/models", h.openAIModels)
+	h.mux.HandleFunc("GET /v1/models", h.listModels) // models.go
+	h.mux.HandleFunc("GET /v1/models/{id...}", h.getModel)
+	h.mux.HandleFunc("GET /v1beta/models", h.geminiModels)
+	h.mux.HandleFunc("GET /v1beta/models/{rest...}", h.geminiModels)
 	h.mux.HandleFunc("POST /v1/messages", h.anthropicMessages)
 	h.mux.HandleFunc("POST /v1/messages/count_tokens", h.anthropicCountTokens)
 	h.mux.HandleFunc("POST /v1beta/models/{rest...}", h.gemini)

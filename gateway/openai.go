@@ -2,9 +2,7 @@ package gateway
 
 import (
 	"net/http"
-	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/providers/openai"
@@ -152,53 +150,4 @@ func (h *Handler) openAIEmbeddings(w http.ResponseWriter, r *http.Request) {
 	}
 	chorusHeaders(w.Header(), rep, &res.Meta)
 	h.writeJSON(w, out)
-}
-
-// openAIModels lists the aliases, then every provider's models as
-// provider/model, limited to what the key may call. A provider whose list
-// fails is left out (and logged), so one provider down does not hide the
-// others.
-func (h *Handler) openAIModels(w http.ResponseWriter, r *http.Request) {
-	const f = formatOpenAI
-	ks, e := h.authenticate(r)
-	if e != nil {
-		h.fail(w, f, e)
-		return
-	}
-	created := h.opts.Now().Unix()
-	var out []openai.ServerModel
-	add := func(id, owner string) {
-		if ks == nil || ks.allows(id) {
-			out = append(out, openai.ServerModel{ID: id, OwnedBy: owner, Created: created})
-		}
-	}
-	aliases := h.rt.Aliases()
-	names := make([]string, 0, len(aliases))
-	for a := range aliases {
-		names = append(names, a)
-	}
-	slices.Sort(names)
-	for _, a := range names {
-		add(a, "chorus")
-	}
-	for _, p := range h.rt.Providers() {
-		ms, err := h.rt.ListModels(r.Context(), p)
-		if err != nil {
-			h.log.Warn("gateway: listing models failed", "provider", p, "error", err.Error())
-			continue
-		}
-		for _, m := range ms {
-			id := m.ID
-			if !strings.HasPrefix(id, p+"/") {
-				id = p + "/" + strings.TrimPrefix(id, "models/")
-			}
-			add(id, p)
-		}
-	}
-	b, err := openai.EncodeServerModels(out)
-	if err != nil {
-		h.fail(w, f, errorFor(err))
-		return
-	}
-	h.writeJSON(w, b)
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -170,6 +171,10 @@ func TestAnthropicNodeSDK(t *testing.T) {
 		t.Errorf("cancel: %v", c)
 	}
 	expect(t, out, "count", map[string]any{"positive": true})
+	expect(t, out, "models", map[string]any{"one": "fast"})
+	if ids, _ := out["models"]["ids"].([]any); len(ids) < 3 || ids[0] != "fast" || !slices.Contains(ids, any("anthropic/llmtest-model")) {
+		t.Errorf("models: %v", out["models"])
+	}
 	expect(t, out, "auth", map[string]any{"error": "AuthenticationError", "status": 401})
 	expect(t, out, "ratelimit", map[string]any{"error": "RateLimitError", "status": 429, "retryAfter": "60"})
 	if r := f.up.Requests()[3]; !strings.HasSuffix(r.Path, "/chat/completions") {

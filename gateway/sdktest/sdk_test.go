@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -161,6 +162,14 @@ func TestOpenAIGoSDK(t *testing.T) {
 	if err != nil || len(page.Data) < 2 {
 		t.Fatalf("models: %v %+v", err, page)
 	}
+	for _, id := range []string{"gpt", page.Data[len(page.Data)-1].ID} { // an alias, a provider/model (with its slash)
+		if m, err := c.Models.Get(ctx, id); err != nil || m.ID != id {
+			t.Fatalf("model %s: %v %+v", id, err, m)
+		}
+	}
+	if _, err := c.Models.Get(ctx, "openai/no-such-model"); !errors.As(err, new(*openai.Error)) || err.(*openai.Error).StatusCode != 404 {
+		t.Fatalf("unknown model: %v", err)
+	}
 	var apiErr *openai.Error
 	bad := openai.NewClient(option.WithBaseURL(f.url+"/v1"), option.WithAPIKey("gk-bad"), option.WithMaxRetries(0), option.WithHTTPClient(f.hc))
 	_, err = bad.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "gpt", Messages: user})
@@ -232,7 +241,29 @@ func TestAnthropicGoSDK(t *testing.T) {
 	s.Close()
 	f.waitNoneInFlight(t)
 
+	// The model list, in Anthropic's pages (one model a page: the SDK's
+	// pager follows has_more and last_id), and one model.
+	var ids []string
+	pager := c.Models.ListAutoPaging(ctx, anthropic.ModelListParams{Limit: anthropic.Int(1)})
+	for pager.Next() {
+		m := pager.Current()
+		if m.Type != "model" || m.DisplayName == "" || m.CreatedAt.IsZero() {
+			t.Fatalf("model entry %+v", m)
+		}
+		ids = append(ids, m.ID)
+	}
+	if pager.Err() != nil || len(ids) < 3 || ids[0] != "gem" || ids[1] != "gpt" {
+		t.Fatalf("models: %v %v", pager.Err(), ids)
+	}
+	for _, id := range []string{"gpt", ids[len(ids)-1]} {
+		if m, err := c.Models.Get(ctx, id, anthropic.ModelGetParams{}); err != nil || m.ID != id || m.Type != "model" {
+			t.Fatalf("model %s: %v %+v", id, err, m)
+		}
+	}
 	var apiErr *anthropic.Error
+	if _, err := c.Models.Get(ctx, "anthropic/no-such-model", anthropic.ModelGetParams{}); !errors.As(err, &apiErr) || apiErr.StatusCode != 404 || apiErr.Type() != "not_found_error" {
+		t.Fatalf("unknown model: %v", err)
+	}
 	bad := anthropic.NewClient(aoption.WithBaseURL(f.url), aoption.WithAPIKey("gk-bad"), aoption.WithMaxRetries(0), aoption.WithHTTPClient(f.hc))
 	_, err = bad.Messages.New(ctx, anthropic.MessageNewParams{Model: "gpt", MaxTokens: 5, Messages: msgs})
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 401 {
@@ -297,7 +328,33 @@ func TestGenAIGoSDK(t *testing.T) {
 	if err != nil || len(e.Embeddings) != 2 || e.Embeddings[1].Values[0] != llmtest.EmbeddingFor("b", len(e.Embeddings[1].Values))[0] {
 		t.Fatalf("embeddings: %v %+v", err, e)
 	}
+	// The model list, page by page (pageSize 1: the SDK follows
+	// nextPageToken), and one model.
+	var names []string
+	for m, err := range c.Models.All(ctx) {
+		if err != nil {
+			t.Fatalf("models: %v", err)
+		}
+		names = append(names, m.Name)
+	}
+	if len(names) < 3 || names[0] != "models/gem" || names[1] != "models/gpt" {
+		t.Fatalf("models %v", names)
+	}
+	page, err := c.Models.List(ctx, &genai.ListModelsConfig{PageSize: 1})
+	if err != nil || len(page.Items) != 1 || page.NextPageToken == "" {
+		t.Fatalf("first page: %v %+v", err, page)
+	}
+	if page, err = page.Next(ctx); err != nil || len(page.Items) != 1 || page.Items[0].Name != "models/gpt" {
+		t.Fatalf("second page: %v %+v", err, page)
+	}
+	m, err := c.Models.Get(ctx, "gem", nil)
+	if err != nil || m.Name != "models/gem" || !slices.Contains(m.SupportedActions, "generateContent") {
+		t.Fatalf("model: %v %+v", err, m)
+	}
 	var apiErr genai.APIError
+	if _, err := c.Models.Get(ctx, "no-such-model", nil); !errors.As(err, &apiErr) || apiErr.Code != 404 {
+		t.Fatalf("unknown model: %v", err)
+	}
 	_, err = newClient("gk-bad").Models.GenerateContent(ctx, "gem", genai.Text("hi"), nil)
 	if !errors.As(err, &apiErr) || apiErr.Code != 401 || !strings.Contains(apiErr.Status, "UNAUTHENTICATED") {
 		t.Fatalf("auth: %v", err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/providers/internal/wire"
@@ -462,3 +463,49 @@ func EncodeServerCountTokens(n int) []byte {
 	b, _ := json.Marshal(obj{"input_tokens": n})
 	return b
 }
+
+// ServerModel is one entry of a model list (GET /v1/models).
+type ServerModel struct {
+	ID          string
+	DisplayName string
+	Created     time.Time
+}
+
+type serverModel struct {
+	Type        string `json:"type"`
+	ID          string `json:"id"`
+	DisplayName string `json:"display_name"`
+	CreatedAt   string `json:"created_at"`
+}
+
+func serverModelOf(m ServerModel) serverModel {
+	name := m.DisplayName
+	if name == "" {
+		name = m.ID
+	}
+	return serverModel{Type: "model", ID: m.ID, DisplayName: name, CreatedAt: m.Created.UTC().Format(time.RFC3339)}
+}
+
+// EncodeServerModels encodes a page of GET /v1/models as Anthropic answers
+// it: {"data":[{type:"model", id, display_name, created_at}], has_more,
+// first_id, last_id}; the SDKs' pagers ask for the next page with
+// after_id=last_id while has_more.
+func EncodeServerModels(page []ServerModel, hasMore bool) ([]byte, error) {
+	data := make([]serverModel, len(page))
+	for i, m := range page {
+		data[i] = serverModelOf(m)
+	}
+	var first, last *string
+	if len(page) > 0 {
+		first, last = &page[0].ID, &page[len(page)-1].ID
+	}
+	return json.Marshal(struct {
+		Data    []serverModel `json:"data"`
+		HasMore bool          `json:"has_more"`
+		FirstID *string       `json:"first_id"`
+		LastID  *string       `json:"last_id"`
+	}{data, hasMore, first, last})
+}
+
+// EncodeServerModel encodes GET /v1/models/{model_id}.
+func EncodeServerModel(m ServerModel) ([]byte, error) { return json.Marshal(serverModelOf(m)) }

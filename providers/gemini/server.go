@@ -419,3 +419,52 @@ func EncodeServerEmbed(res *llm.EmbedResult, batch bool) ([]byte, error) {
 	}
 	return json.Marshal(map[string][]values{"embeddings": vs})
 }
+
+// ServerModel is one entry of a model list (GET /v1beta/models).
+type ServerModel struct {
+	// ID is the model's name without "models/" (it may hold a slash:
+	// "openai/gpt-4.1-mini").
+	ID, DisplayName                   string
+	InputTokenLimit, OutputTokenLimit int
+	// Methods are its supportedGenerationMethods (generateContent,
+	// streamGenerateContent, embedContent, ...).
+	Methods []string
+}
+
+type serverModel struct {
+	Name                       string   `json:"name"`
+	DisplayName                string   `json:"displayName"`
+	InputTokenLimit            int      `json:"inputTokenLimit,omitempty"`
+	OutputTokenLimit           int      `json:"outputTokenLimit,omitempty"`
+	SupportedGenerationMethods []string `json:"supportedGenerationMethods"`
+}
+
+func serverModelOf(m ServerModel) serverModel {
+	name := m.DisplayName
+	if name == "" {
+		name = m.ID
+	}
+	methods := m.Methods
+	if methods == nil {
+		methods = []string{}
+	}
+	return serverModel{Name: "models/" + m.ID, DisplayName: name, InputTokenLimit: m.InputTokenLimit, OutputTokenLimit: m.OutputTokenLimit, SupportedGenerationMethods: methods}
+}
+
+// EncodeServerModels encodes a page of GET /v1beta/models as the Gemini
+// API answers it: {"models":[{name:"models/...", displayName,
+// inputTokenLimit, outputTokenLimit, supportedGenerationMethods}],
+// "nextPageToken"} (no token on the last page).
+func EncodeServerModels(page []ServerModel, nextPageToken string) ([]byte, error) {
+	data := make([]serverModel, len(page))
+	for i, m := range page {
+		data[i] = serverModelOf(m)
+	}
+	return json.Marshal(struct {
+		Models        []serverModel `json:"models"`
+		NextPageToken string        `json:"nextPageToken,omitempty"`
+	}{data, nextPageToken})
+}
+
+// EncodeServerModel encodes GET /v1beta/models/{model}.
+func EncodeServerModel(m ServerModel) ([]byte, error) { return json.Marshal(serverModelOf(m)) }

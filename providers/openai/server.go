@@ -620,6 +620,17 @@ type ServerModel struct {
 	Created int64
 }
 
+// EncodeServerModel encodes GET /models/{model}: {id, object:"model",
+// created, owned_by}.
+func EncodeServerModel(m ServerModel) ([]byte, error) {
+	return json.Marshal(struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}{m.ID, "model", m.Created, m.OwnedBy})
+}
+
 // EncodeServerModels encodes GET /models: {"object":"list","data":[{id,
 // object:"model", created, owned_by}]}.
 func EncodeServerModels(models []ServerModel) ([]byte, error) {

@@ -85,6 +85,15 @@ async function main() {
     out({ case: "count", positive: c.input_tokens > 0 });
   }
 
+  // 6b. the model list, one model a page (the SDK's pager follows has_more
+  // and last_id), and one model
+  {
+    const ids = [];
+    for await (const m of client.models.list({ limit: 1 })) ids.push(m.type === "model" && m.display_name && m.created_at ? m.id : "bad:" + JSON.stringify(m));
+    const one = await client.models.retrieve("fast");
+    out({ case: "models", ids, one: one.id });
+  }
+
   // 7. auth error
   try {
     await new Anthropic({ baseURL, apiKey: "gk-wrong", maxRetries: 0 }).messages.create({ model: "anthropic/claude-haiku-4-5", max_tokens: 5, messages: user("x") });
