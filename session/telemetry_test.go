@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -232,4 +233,67 @@ func (l *lockedLog) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// TestApprovalExpiredEvent: an approval whose deadline passes is a
+// chorus.approval.expired event on the turn span, with its wait, not a
+// resolution; the pending-approvals metric goes back to zero.
+func TestApprovalExpiredEvent(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	reader := sdkmetric.NewManualReader()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer tp.Shutdown(context.Background())
+	defer mp.Shutdown(context.Background())
+	var l ledger
+	h := newHarness(t, Options{
+		Telemetry:       telemetry.New(telemetry.WithTracerProvider(tp), telemetry.WithMeterProvider(mp)),
+		ApprovalTimeout: 300 * time.Millisecond,
+		Tools:           []Tool{tool(&l, "refund", EffectNonIdempotentWrite, ok("r"))},
+	})
+	h.srv.Push(llmtest.ToolCalls(call("c1", "refund", `{}`)), llmtest.Text("expired, sorry"))
+	h.send("s", "refund order 7")
+	if r := h.wait("s"); r.Answer != "expired, sorry" {
+		t.Fatalf("turn %+v", r)
+	}
+	if err := h.m.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var turn sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == "invoke_agent" {
+			turn = s
+		}
+	}
+	if turn == nil {
+		t.Fatal("no turn span")
+	}
+	var names []string
+	wait := 0.0
+	for _, ev := range turn.Events() {
+		names = append(names, ev.Name)
+		for _, kv := range ev.Attributes {
+			if ev.Name == EventApprovalExp && kv.Key == AttrApprovalWait {
+				wait = kv.Value.AsFloat64()
+			}
+		}
+	}
+	if strings.Join(names, ",") != telemetry.EventApprovalAsked+","+EventApprovalExp || wait < 0.25 {
+		t.Fatalf("turn events %v, expired after %.3fs; want requested then expired after about 0.3s", names, wait)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name == telemetry.MetricApprovalsPending {
+				for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
+					if p.Value != 0 {
+						t.Errorf("approvals pending %d after the turn", p.Value)
+					}
+				}
+			}
+		}
+	}
 }
