@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 
 	"github.com/chorusrt/chorus/actors"
 	"github.com/chorusrt/chorus/llm"
@@ -166,8 +167,11 @@ func (ct *callTrace) end(res *llm.ChatResult, err error) {
 // registerGauges reports, at each metric collection, every credential's
 // admission queue and requests in flight, and where known its learned
 // limits and remaining budget (the runtime's own count since the last
-// headers), named by provider and fingerprint. Unknown values are not
-// reported (invariant 5: no guessed limits).
+// headers), named by provider and fingerprint. Keys that share one limit
+// (Limits.Shared) have one budget: it is one series, named by provider,
+// server.address and server.port with chorus.credential.shared=true (a
+// copy per key would count its queue and requests twice in a sum). Unknown
+// values are not reported (invariant 5: no guessed limits).
 func (rt *Runtime) registerGauges() {
 	m := rt.opts.tel.Meter()
 	gauge := func(name, unit, desc string) metric.Int64ObservableGauge {
@@ -181,9 +185,17 @@ func (rt *Runtime) registerGauges() {
 	limReq := gauge(telemetry.MetricLimitRequests, "{request}", "The credential's request limit per window, as the provider reported it.")
 	limTok := gauge(telemetry.MetricLimitTokens, "{token}", "The credential's token limit per window, as the provider reported it.")
 	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		seen := map[actors.Admitter]bool{}
 		for _, id := range rt.order {
 			for _, c := range rt.groups[id].creds {
+				if seen[c.ref] {
+					continue
+				}
+				seen[c.ref] = true
 				at := metric.WithAttributes(telemetry.ProviderName(c.provider), telemetry.AttrCredential.String(c.fp), telemetry.AttrCredentialIdx.Int(c.index))
+				if c.shared {
+					at = metric.WithAttributes(telemetry.ProviderName(c.provider), semconv.ServerAddress(c.server), semconv.ServerPort(c.port), telemetry.AttrCredentialShared.Bool(true))
+				}
 				q, f, _ := c.ref.Load()
 				o.ObserveInt64(queue, int64(q), at)
 				o.ObserveInt64(inFlight, int64(f), at)

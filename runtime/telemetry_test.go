@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -558,5 +559,47 @@ func TestTelemetryCooldownWait(t *testing.T) {
 	}
 	if _, sum, _, _ := histSum(rig.metrics(t), telemetry.MetricCooldowns); sum != 3 {
 		t.Errorf("cooldowns metric %d, want 3", sum)
+	}
+}
+
+// TestTelemetrySharedLimitGauges: keys declared to share one limit are
+// paced by one budget, so its queue, in-flight count and limits are one
+// series (chorus.credential.shared=true), not one copy per key that a sum
+// over credentials would count twice; a key of its own keeps its series.
+func TestTelemetrySharedLimitGauges(t *testing.T) {
+	srv := llmtest.NewServer()
+	defer srv.Close()
+	rig := newTelRig(t)
+	rt := newRT(t, WithProvider(openaiCfg(srv, "k-a")), WithProvider(openaiCfg(srv, "k-b")), WithProvider(anthropicCfg(srv)),
+		WithLimits("openai", Limits{Shared: true}), WithTelemetry(rig.tel))
+	srv.Push(llmtest.Step{Reply: &llmtest.Reply{Text: "ok", Header: map[string]string{
+		"x-ratelimit-limit-requests": "100", "x-ratelimit-remaining-requests": "99", "x-ratelimit-reset-requests": "1s",
+	}}})
+	if _, err := rt.Chat(ctxT(t, 5*time.Second), req("openai/m")); err != nil {
+		t.Fatal(err)
+	}
+	rm := rig.metrics(t)
+	for _, name := range []string{telemetry.MetricQueueLength, telemetry.MetricInFlight, telemetry.MetricLimitRequests} {
+		var series []string
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				if m.Name != name {
+					continue
+				}
+				for _, p := range m.Data.(metricdata.Gauge[int64]).DataPoints {
+					prov, _ := p.Attributes.Value("gen_ai.provider.name")
+					shared, _ := p.Attributes.Value(telemetry.AttrCredentialShared)
+					series = append(series, fmt.Sprintf("%s/shared=%v", prov.AsString(), shared.AsBool()))
+				}
+			}
+		}
+		sort.Strings(series)
+		want := "anthropic/shared=false openai/shared=true"
+		if name == telemetry.MetricLimitRequests {
+			want = "openai/shared=true" // anthropic never reported one
+		}
+		if got := strings.Join(series, " "); got != want {
+			t.Errorf("%s: series %q, want %q", name, got, want)
+		}
 	}
 }

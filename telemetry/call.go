@@ -16,31 +16,34 @@ import (
 
 // Chorus's own attribute keys on an inference span.
 const (
-	AttrAlias           = attribute.Key("chorus.alias")
-	AttrFallbackStep    = attribute.Key("chorus.fallback.step")
-	AttrCredential      = attribute.Key("chorus.credential.fingerprint")
-	AttrCredentialIdx   = attribute.Key("chorus.credential.index")
-	AttrAdmissionWait   = attribute.Key("chorus.admission.wait")
-	AttrCooldownWait    = attribute.Key("chorus.admission.cooldown_wait") // the part of the admission wait spent cooling down
-	AttrCooldownRefused = attribute.Key("chorus.cooldown.refused")        // the admission was refused (cooling down past the deadline)
-	AttrAttempts        = attribute.Key("chorus.attempts")
-	AttrAttempt         = attribute.Key("chorus.attempt")
-	AttrStatus          = attribute.Key("http.response.status_code")
-	AttrErrorClass      = attribute.Key("chorus.error.class")
-	AttrRetryWait       = attribute.Key("chorus.retry.wait")
-	AttrRetryAt         = attribute.Key("chorus.cooldown.until")
-	AttrLearned         = attribute.Key("chorus.learned")
-	AttrBuffered        = attribute.Key("chorus.buffered")
-	AttrCustomID        = attribute.Key("chorus.batch.custom_id")
-	AttrBatchID         = attribute.Key("chorus.batch.id") // a provider batch's id
-	EventAttempt        = "chorus.attempt"
-	EventAdmitted       = "chorus.admitted"
-	EventCooldown       = "chorus.cooldown"
-	EventFallback       = "chorus.fallback"
-	EventLearnedFlag    = "chorus.learned"         // an attempt taught a flag (providers.EventLearned)
-	EventLearnedUsed    = "chorus.learned.applied" // a learned flag shaped an attempt (providers.EventLearnedApplied)
-	EventApprovalAsked  = "chorus.approval.requested"
-	EventApprovalDone   = "chorus.approval.resolved"
+	AttrAlias         = attribute.Key("chorus.alias")
+	AttrFallbackStep  = attribute.Key("chorus.fallback.step")
+	AttrCredential    = attribute.Key("chorus.credential.fingerprint")
+	AttrCredentialIdx = attribute.Key("chorus.credential.index")
+	// AttrCredentialShared marks the per-credential gauges of keys that
+	// share one limit: one series for their one budget.
+	AttrCredentialShared = attribute.Key("chorus.credential.shared")
+	AttrAdmissionWait    = attribute.Key("chorus.admission.wait")
+	AttrCooldownWait     = attribute.Key("chorus.admission.cooldown_wait") // the part of the admission wait spent cooling down
+	AttrCooldownRefused  = attribute.Key("chorus.cooldown.refused")        // the admission was refused (cooling down past the deadline)
+	AttrAttempts         = attribute.Key("chorus.attempts")
+	AttrAttempt          = attribute.Key("chorus.attempt")
+	AttrStatus           = attribute.Key("http.response.status_code")
+	AttrErrorClass       = attribute.Key("chorus.error.class")
+	AttrRetryWait        = attribute.Key("chorus.retry.wait")
+	AttrRetryAt          = attribute.Key("chorus.cooldown.until")
+	AttrLearned          = attribute.Key("chorus.learned")
+	AttrBuffered         = attribute.Key("chorus.buffered")
+	AttrCustomID         = attribute.Key("chorus.batch.custom_id")
+	AttrBatchID          = attribute.Key("chorus.batch.id") // a provider batch's id
+	EventAttempt         = "chorus.attempt"
+	EventAdmitted        = "chorus.admitted"
+	EventCooldown        = "chorus.cooldown"
+	EventFallback        = "chorus.fallback"
+	EventLearnedFlag     = "chorus.learned"         // an attempt taught a flag (providers.EventLearned)
+	EventLearnedUsed     = "chorus.learned.applied" // a learned flag shaped an attempt (providers.EventLearnedApplied)
+	EventApprovalAsked   = "chorus.approval.requested"
+	EventApprovalDone    = "chorus.approval.resolved"
 )
 
 // Operation names (gen_ai.operation.name values).
