@@ -56,15 +56,18 @@ type callTrace struct {
 	targets []target
 	prev    time.Time
 	last    outcome
-	// askedAt is when the running placement asked its credential for
-	// admission, cooledTo the end of the cooldown the credential was in
-	// then (zero: none).
+	adm     *admission // nil unless the call records: a call with telemetry off keeps its size
+}
+
+// admission is what a recording call knows of its running placement's
+// admission: when it asked its credential, the end of the cooldown the
+// credential was in then (zero: none), and the credential a 429 of this
+// call cooled down, until cooledBy (its actor may not have heard of it yet
+// when the next placement asks it).
+type admission struct {
 	askedAt, cooledTo time.Time
-	// cooled is the credential a 429 of this call cooled down, until
-	// cooledBy: its actor may not have heard of it yet when the next
-	// placement asks it.
-	cooled   *cred
-	cooledBy time.Time
+	cooled            *cred
+	cooledBy          time.Time
 }
 
 // startTrace starts the span of a call of op on model (as the caller named
@@ -75,22 +78,27 @@ func (rt *Runtime) startTrace(ctx context.Context, op, model string, targets []t
 		alias = model
 	}
 	ctx, tc := rt.opts.tel.StartCall(ctx, op, targets[0].g.id, targets[0].model, alias, stream)
-	return ctx, &callTrace{tc: tc, targets: targets, prev: time.Now()}
+	ct := &callTrace{tc: tc, targets: targets, prev: time.Now()}
+	if tc.Recording() {
+		ct.adm = &admission{}
+	}
+	return ctx, ct
 }
 
 // asking notes that a placement asks c for admission at now (place): the
 // cooldown c is in, if any, is the part of the wait wrap reports as
 // cooling down. Nothing when the call records nothing.
 func (ct *callTrace) asking(c *cred, now time.Time) {
-	if !ct.tc.Recording() {
+	a := ct.adm
+	if a == nil {
 		return
 	}
-	ct.askedAt, ct.cooledTo = now, time.Time{}
+	a.askedAt, a.cooledTo = now, time.Time{}
 	if _, _, cd := c.ref.Load(); cd.After(now) {
-		ct.cooledTo = cd
+		a.cooledTo = cd
 	}
-	if c == ct.cooled && ct.cooledBy.After(ct.cooledTo) {
-		ct.cooledTo = ct.cooledBy
+	if c == a.cooled && a.cooledBy.After(a.cooledTo) {
+		a.cooledTo = a.cooledBy
 	}
 }
 
@@ -98,7 +106,7 @@ func (ct *callTrace) asking(c *cred, now time.Time) {
 // call's deadline (place): the call moves on to another credential or
 // target, or fails.
 func (ct *callTrace) refused(c *cred, err error) {
-	if !ct.tc.Recording() {
+	if ct.adm == nil {
 		return
 	}
 	var re *actors.RefusedError
@@ -119,14 +127,14 @@ func (ct *callTrace) wrap(call func(ctx context.Context, c *cred, model string) 
 		return call
 	}
 	return func(ctx context.Context, c *cred, model string) outcome {
-		now := time.Now()
+		now, a := time.Now(), ct.adm
 		var cool time.Duration
-		if ct.cooledTo.After(ct.askedAt) {
+		if a.cooledTo.After(a.askedAt) {
 			end := now
-			if ct.cooledTo.Before(now) {
-				end = ct.cooledTo
+			if a.cooledTo.Before(now) {
+				end = a.cooledTo
 			}
-			cool = end.Sub(ct.askedAt)
+			cool = end.Sub(a.askedAt)
 		}
 		ct.tc.SetTarget(ct.step(c, model), c.provider, model, c.server, c.port)
 		ct.tc.Admitted(now.Sub(ct.prev), cool, c.fp, c.index)
@@ -136,8 +144,8 @@ func (ct *callTrace) wrap(call func(ctx context.Context, c *cred, model string) 
 		o := call(ctx, c, model)
 		var rl *llm.RateLimitError
 		if errors.As(o.err, &rl) && !rl.QuotaExhausted {
-			ct.cooled, ct.cooledBy = c, time.Now().Add(rl.RetryAfter)
-			ct.tc.Cooldown(false, c.fp, ct.cooledBy)
+			a.cooled, a.cooledBy = c, time.Now().Add(rl.RetryAfter)
+			ct.tc.Cooldown(false, c.fp, a.cooledBy)
 		}
 		ct.last = o
 		ct.prev = time.Now()
