@@ -71,6 +71,11 @@ type cred struct {
 	// What telemetry names it by (telemetry.go): never the key.
 	provider, fp, server string
 	index, port          int
+	// placed counts this runtime's calls placed on the credential and not
+	// finished (waiting for admission or in flight): pick's measure of
+	// load, exact at once, where the actor's published counts lag a burst
+	// of picks (which then all went to one key).
+	placed atomic.Int64
 	// shared: ref is the endpoint's one budget for a limit its keys share
 	// (Limits.Shared), the same admitter as its other keys'.
 	shared bool
@@ -301,7 +306,9 @@ func (rt *Runtime) callCtx(ctx context.Context) (context.Context, func()) {
 }
 
 // pick chooses the credential to ask: not cooling down first, then the
-// least busy, rotating among equals.
+// least busy (what this runtime placed on it and is not finished, or what
+// its admitter reports when more: other runtimes on a shared budget),
+// rotating among equals.
 func (g *group) pick(now time.Time) *cred {
 	if len(g.creds) == 1 {
 		return g.creds[0]
@@ -312,7 +319,10 @@ func (g *group) pick(now time.Time) *cred {
 	for i := range g.creds {
 		c := g.creds[(start+i)%len(g.creds)]
 		q, f, cd := c.ref.Load()
-		score := int64(q + f)
+		score := c.placed.Load()
+		if !c.shared {
+			score = max(score, int64(q+f))
+		}
 		if cd.After(now) {
 			score += int64(cd.Sub(now)/time.Millisecond) * 1_000
 		}
@@ -343,8 +353,10 @@ func (rt *Runtime) place(ctx context.Context, targets []target, cost int, ct *ca
 			now := time.Now()
 			c := t.g.pick(now)
 			ct.asking(c, now) // telemetry.go
+			c.placed.Add(1)
 			seq, err := c.ref.Admit(ctx, cost)
 			if err != nil {
+				c.placed.Add(-1)
 				switch {
 				case ctx.Err() != nil:
 					return firstErr(lastErr, ctx.Err())
@@ -378,6 +390,7 @@ func (rt *Runtime) place(ctx context.Context, targets []target, cost int, ct *ca
 				rep.priced(rt, t, o)
 			}
 			c.ref.Finish(finished(seq, o))
+			c.placed.Add(-1)
 			if o.err == nil {
 				return nil
 			}
