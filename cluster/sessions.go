@@ -450,8 +450,9 @@ func (s *Sessions) Wait(ctx context.Context, id string) (session.TurnResult, err
 // Events follows the session's events with Seq > after, from the node
 // that runs it, in ordered batches with the same bound as locally. The
 // channel closes when ctx ends, cancel is called, or the session's node is
-// lost (events are not durable; follow again to continue on the next
-// node, from 0). Events are numbered per activation.
+// lost (events are not durable; follow again after the last Seq received
+// to continue on the next node, which numbers above it and starts with a
+// gap: see session.Manager.Events).
 func (s *Sessions) Events(ctx context.Context, id string, after uint64) (<-chan session.Event, func()) {
 	out := make(chan session.Event)
 	fctx, cancel := s.n.bound(ctx)
