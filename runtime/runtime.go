@@ -306,9 +306,9 @@ func (rt *Runtime) callCtx(ctx context.Context) (context.Context, func()) {
 }
 
 // pick chooses the credential to ask: not cooling down first, then the
-// least busy (what this runtime placed on it and is not finished, or what
-// its admitter reports when more: other runtimes on a shared budget),
-// rotating among equals.
+// least busy (what this runtime placed on it and has not finished: the
+// admitter's published counts lag a burst of picks, which then all went to
+// the key that looked less busy), rotating among equals.
 func (g *group) pick(now time.Time) *cred {
 	if len(g.creds) == 1 {
 		return g.creds[0]
@@ -318,11 +318,8 @@ func (g *group) pick(now time.Time) *cred {
 	var bestScore int64
 	for i := range g.creds {
 		c := g.creds[(start+i)%len(g.creds)]
-		q, f, cd := c.ref.Load()
+		_, _, cd := c.ref.Load()
 		score := c.placed.Load()
-		if !c.shared {
-			score = max(score, int64(q+f))
-		}
 		if cd.After(now) {
 			score += int64(cd.Sub(now)/time.Millisecond) * 1_000
 		}

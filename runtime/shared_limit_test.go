@@ -102,3 +102,28 @@ func TestSharedLimitAsksOneSharedBudget(t *testing.T) {
 	}
 	_ = rt2.Close(context.Background())
 }
+
+// staleLoad is an admitter whose published load lags: it reports the same
+// counts whatever is placed on it, as an actor's do during a burst.
+type staleLoad struct {
+	actors.Admitter
+	queued, inFlight int
+}
+
+func (s staleLoad) Load() (int, int, time.Time) { return s.queued, s.inFlight, time.Time{} }
+
+// A burst of picks spreads over the keys by what was placed on each, not
+// by counts the actors published before the burst: those sent a whole
+// burst to the key that looked one call less busy.
+func TestPickSpreadsABurstOverKeys(t *testing.T) {
+	a := &cred{ref: staleLoad{queued: 17, inFlight: 16}, index: 0}
+	b := &cred{ref: staleLoad{queued: 17, inFlight: 15}, index: 1}
+	g := &group{id: "openai", creds: []*cred{a, b}}
+	for range 20 {
+		c := g.pick(time.Now())
+		c.placed.Add(1) // as place does until the call finishes
+	}
+	if a.placed.Load() != 10 || b.placed.Load() != 10 {
+		t.Errorf("a burst of 20 placed %d and %d: want 10 on each key", a.placed.Load(), b.placed.Load())
+	}
+}
