@@ -19,9 +19,10 @@ const AttrSessionOp = attribute.Key("chorus.session.op")
 // "chorus.session {op}" (its context travels in SessionRequest's
 // trace_context), and on the session's node a SERVER span of the same
 // name, its child, under which the operation runs. gen_ai.conversation.id
-// is the session id. The periodic lease touches are not traced. A turn's
-// invoke_agent span is the session manager's own, started when the turn
-// starts (package session).
+// is the session id. The periodic lease touches are not traced. The turn a
+// send starts (its invoke_agent span, package session) is the SERVER
+// span's child: the send runs under it, and a turn joins the trace its
+// first message was sent under.
 
 // telemetry returns the node's Telemetry, made once.
 func (n *Node) telemetry() *telemetry.Telemetry {

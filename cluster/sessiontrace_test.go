@@ -22,7 +22,9 @@ import (
 // wait, snapshot, resolve, cancel, follow) the session node's SERVER span
 // is the child of the caller's CLIENT span, in the caller's trace, and
 // both name the session; no span holds the key or the message. The calls that fail (cancel with no turn,
-// resolve of no interrupt) mark both spans with error.type.
+// resolve of no interrupt) mark both spans with error.type. The turn the
+// send started (invoke_agent, on the session's node) is in the caller's
+// trace, the child of the send's SERVER span.
 func TestSessionCallsOneTrace(t *testing.T) {
 	dsn := pgDSN(t)
 	srv := llmtest.NewServer()
@@ -132,6 +134,17 @@ func TestSessionCallsOneTrace(t *testing.T) {
 				t.Errorf("%s: error.type %q", name, got)
 			}
 		}
+	}
+	// The turn the send started is in the caller's trace: its
+	// invoke_agent span is the child of the session node's send span.
+	var turn sdktrace.ReadOnlySpan
+	for _, sp := range rec.Ended() {
+		if sp.Name() == "invoke_agent" {
+			turn = sp
+		}
+	}
+	if send := servers["chorus.session send"]; turn == nil || turn.SpanContext().TraceID() != root.SpanContext().TraceID() || turn.Parent().SpanID() != send.SpanContext().SpanID() {
+		t.Errorf("the turn's span %v is not the child of the session node's send span %v in the caller's trace %v", turn, send.SpanContext().SpanID(), root.SpanContext().TraceID())
 	}
 	for _, sp := range rec.Ended() {
 		if sp.Name() == "chorus.session touch" {

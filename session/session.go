@@ -479,7 +479,7 @@ func (m *Manager) Send(ctx context.Context, id string, msg llm.Message) error {
 		return fmt.Errorf("session %q: storing media: %w", id, err)
 	}
 	msg.Parts = parts
-	_, err = m.call(ctx, id, msgSend{Msg: toWire(msg)})
+	_, err = m.call(ctx, id, msgSend{Msg: toWire(msg), From: sentFrom(ctx)})
 	return err
 }
 
