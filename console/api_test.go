@@ -2,6 +2,7 @@ package console
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -346,9 +347,10 @@ func TestSessionEventsResume(t *testing.T) {
 			break
 		}
 	}
+	first := mustAtoi(seen[0].id)
 	for i, e := range seen {
-		if e.id != strconv.Itoa(i+1) {
-			t.Fatalf("event %d has id %q", i, e.id)
+		if e.id != strconv.Itoa(first+i) {
+			t.Fatalf("event %d has id %q after %d", i, e.id, first)
 		}
 	}
 	s.close() // the connection drops
@@ -391,6 +393,105 @@ func TestSessionEventsResume(t *testing.T) {
 	}
 	if r := k.do(req{path: APIPrefix + "sessions/e1/events?after=x", bearer: testToken}); r.status != 400 {
 		t.Fatalf("bad after: %d", r.status)
+	}
+}
+
+// TestSessionEventsResumeAfterRestart: a page that reconnects with the
+// Last-Event-ID it had before the process restarted skips nothing: it gets
+// a gap (what happened between is not held), then every event of the new
+// process, the approval's resolution first. A stream whose session
+// manager closes ends without a last event, so that the page reconnects.
+func TestSessionEventsResumeAfterRestart(t *testing.T) {
+	k := newKit(t, kitOpts{})
+	in := k.refundSession("r1")
+	s := k.openSSE(APIPrefix+"sessions/r1/events", nil)
+	var lastID string
+	for {
+		e := s.next(t)
+		lastID = e.id
+		if strings.Contains(e.data, `"type":"approval_requested"`) {
+			break
+		}
+	}
+	k.restart()
+	stopWaiting := time.AfterFunc(20*time.Second, s.cancel)
+	_, err := s.r.ReadString(0)
+	stopWaiting.Stop()
+	if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("the stream of a closed manager: %v", err)
+	}
+	s.close()
+	if r := k.do(req{method: "POST", path: APIPrefix + "sessions/r1/approve", body: ResolveRequest{Interrupt: in.ID}, bearer: testToken}); r.status != 200 {
+		t.Fatalf("approve after the restart: %d %s", r.status, r.body)
+	}
+	if _, err := k.m.Wait(ctxT(t, 15*time.Second), "r1"); err != nil {
+		t.Fatal(err)
+	}
+	s2 := k.openSSE(APIPrefix+"sessions/r1/events", map[string]string{"Last-Event-ID": lastID})
+	defer s2.close()
+	var types []string
+	prev := uint64(0)
+	for {
+		e := s2.next(t)
+		var ev EventView
+		if err := jsonUnmarshal(e.data, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if id := uint64(mustAtoi(e.id)); id <= uint64(mustAtoi(lastID)) || id <= prev {
+			t.Fatalf("after the restart: id %s, the last before it %s, the previous %d", e.id, lastID, prev)
+		}
+		prev = ev.Seq
+		types = append(types, ev.Type)
+		if ev.Type == "turn_finished" {
+			break
+		}
+	}
+	if len(types) < 3 || types[0] != "gap" || types[1] != "approval_resolved" {
+		t.Fatalf("resumed after the restart with %q; want a gap, then the approval's resolution", types)
+	}
+}
+
+// TestReadingDoesNotActivate: the Sessions list, the Approvals list and a
+// session's page read a passivated session from the journal, leaving it
+// passive (each read still says passive: none brought it back); its
+// pending approval is listed, and approving it activates the session,
+// which finishes.
+func TestReadingDoesNotActivate(t *testing.T) {
+	k := newKit(t, kitOpts{})
+	in := k.refundSession("p1")
+	if idle, err := k.m.Passivate(ctxT(t, 10*time.Second), "p1"); err != nil || idle {
+		t.Fatalf("passivate: idle %v, %v", idle, err)
+	}
+	for range 2 {
+		var list SessionsView
+		k.do(req{path: APIPrefix + "sessions", bearer: testToken}).json(t, &list)
+		if len(list.Sessions) != 1 || !list.Sessions[0].Passive || list.Sessions[0].State != StateWaitingApproval || list.Sessions[0].Pending != 1 || list.Counts[StateWaitingApproval] != 1 {
+			t.Fatalf("list: %+v", list)
+		}
+		var aps ApprovalsView
+		k.do(req{path: APIPrefix + "approvals", bearer: testToken}).json(t, &aps)
+		if len(aps.Approvals) != 1 || aps.Approvals[0].Interrupt != in.ID || aps.Approvals[0].Tool != "refund" {
+			t.Fatalf("approvals: %+v", aps)
+		}
+		var one SessionView
+		k.do(req{path: APIPrefix + "sessions/p1", bearer: testToken}).json(t, &one)
+		if !one.Passive || len(one.Approvals) != 1 || one.Step != string(session.StepAwaitToolApproval) || len(one.Timeline) == 0 {
+			t.Fatalf("session: %+v", one)
+		}
+		if r := k.do(req{path: PagePrefix + "approvals", bearer: testToken}); r.status != 200 || !bytes.Contains(r.body, []byte(in.ID)) {
+			t.Fatalf("approvals page: %d", r.status)
+		}
+	}
+	if r := k.do(req{method: "POST", path: APIPrefix + "sessions/p1/approve", body: ResolveRequest{Interrupt: in.ID}, bearer: testToken}); r.status != 200 {
+		t.Fatalf("approve: %d %s", r.status, r.body)
+	}
+	if res, err := k.m.Wait(ctxT(t, 15*time.Second), "p1"); err != nil || res.Status != "completed" || k.refunds("p1") != 1 {
+		t.Fatalf("after approval: %+v, %v, %d refunds", res, err, k.refunds("p1"))
+	}
+	var list SessionsView
+	k.do(req{path: APIPrefix + "sessions", bearer: testToken}).json(t, &list)
+	if len(list.Sessions) != 1 || list.Sessions[0].Passive || list.Sessions[0].State != StateIdle {
+		t.Fatalf("list of the active session: %+v", list)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 // journal for the list and timelines.
 type sessions interface {
 	list(ctx context.Context) ([]string, error)
+	// snapshot reads a session's state without activating it.
 	snapshot(ctx context.Context, id string) (*session.Snapshot, error)
 	timeline(ctx context.Context, id string) ([]session.TimelineEntry, error)
 	send(ctx context.Context, id string, msg llm.Message) error
@@ -28,7 +29,7 @@ type managerSessions struct{ m *session.Manager }
 
 func (s managerSessions) list(ctx context.Context) ([]string, error) { return s.m.Sessions(ctx) }
 func (s managerSessions) snapshot(ctx context.Context, id string) (*session.Snapshot, error) {
-	return s.m.Snapshot(ctx, id)
+	return s.m.Peek(ctx, id)
 }
 func (s managerSessions) timeline(ctx context.Context, id string) ([]session.TimelineEntry, error) {
 	return s.m.Timeline(ctx, id)
@@ -77,8 +78,14 @@ func (s clusterSessions) list(ctx context.Context) ([]string, error) {
 	}
 	return s.j.Sessions(ctx)
 }
+
+// snapshot reads the session from the cluster's journal, which activates
+// it nowhere (without a journal, from the member running it).
 func (s clusterSessions) snapshot(ctx context.Context, id string) (*session.Snapshot, error) {
-	return s.s.Snapshot(ctx, id)
+	if s.j == nil {
+		return s.s.Snapshot(ctx, id)
+	}
+	return session.ReadSnapshot(ctx, s.j, id)
 }
 func (s clusterSessions) timeline(ctx context.Context, id string) ([]session.TimelineEntry, error) {
 	if s.j == nil {

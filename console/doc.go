@@ -79,14 +79,26 @@
 //
 // # Decisions
 //
-//   - Listing sessions reads the journal's list (Manager.Sessions) and takes
-//     each session's snapshot, the last Options.ListLimit ids at most. A
-//     snapshot activates a passivated session, which idles out again.
+//   - Reading sessions (the lists, the Approvals page, one session's page)
+//     activates none: the list is the journal's (Manager.Sessions), the
+//     last Options.ListLimit ids at most, and each session's state is
+//     session.Manager.Peek's (an active session's snapshot from its actor,
+//     a passivated one's replayed from the journal, marked passive). On a
+//     cluster member every session's state is replayed from the cluster's
+//     journal (session.ReadSnapshot), wherever it runs; a turn running
+//     there shows its journal's step (resume_turn rather than run_model).
+//     Only a change (approve, reject, cancel, send) activates a session.
 //   - The timeline is the journal decoded (session.ReadTimeline), read
 //     without activating the session; it shows per-call usage, which the
 //     snapshot sums.
-//   - Events are numbered per process (session.Event.Seq): after a restart
-//     a client resumes from 0.
+//   - Event numbers (session.Event.Seq) start, in each process, from its
+//     clock in microseconds and go on by one: a client that reconnects
+//     with the Last-Event-ID it had before a restart, or before its
+//     session moved to another cluster node, gets a gap event first
+//     (what happened between is not held: the page reloads the session)
+//     and every event held, never skipping one. A stream whose source
+//     closes (the manager stopping, the session's node lost) just ends,
+//     without a last event, and EventSource reconnects.
 //   - The window chart is drawn by the console's own script as inline SVG
 //     from the stream's samples (the share of the request limit left, and
 //     the calls in flight), no chart library.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,6 +42,9 @@ type kit struct {
 	reg   *batch.Registry
 	h     *Handler
 	srv   *httptest.Server
+	mopt  session.Options
+	hopt  Options
+	cur   atomic.Pointer[http.ServeMux] // what srv serves (restart swaps it)
 	mu    sync.Mutex
 	calls map[string]int // refund calls per session
 }
@@ -79,7 +83,7 @@ func newKit(t *testing.T, o kitOpts) *kit {
 	k.j = j
 	t.Cleanup(func() { _ = j.Close() })
 	schema := json.RawMessage(`{"type":"object","properties":{"order":{"type":"integer"}}}`)
-	m, err := session.New(session.Options{
+	k.mopt = session.Options{
 		Journal: j, Model: rt, ModelName: "sim/echo", Media: session.NewLocalMedia(filepath.Join(dir, "media")),
 		ApprovalTimeout: 30 * time.Minute,
 		Tools: []session.Tool{
@@ -95,7 +99,8 @@ func newKit(t *testing.T, o kitOpts) *kit {
 					return session.Result{Content: `{"order":7,"status":"shipped"}`}, nil
 				}},
 		},
-	})
+	}
+	m, err := session.New(k.mopt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +108,7 @@ func newKit(t *testing.T, o kitOpts) *kit {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = m.Close(ctx)
+		_ = k.m.Close(ctx)
 	})
 	k.reg = batch.NewRegistry(5)
 	token := testToken
@@ -114,16 +119,40 @@ func newKit(t *testing.T, o kitOpts) *kit {
 	if tick == 0 {
 		tick = 100 * time.Millisecond
 	}
-	h, err := New(Options{Runtime: rt, Sessions: m, Batches: k.reg, Token: token, Loopback: o.loopback, Tick: tick})
+	k.hopt = Options{Runtime: rt, Sessions: m, Batches: k.reg, Token: token, Loopback: o.loopback, Tick: tick}
+	k.serve()
+	k.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { k.cur.Load().ServeHTTP(w, r) }))
+	t.Cleanup(k.srv.Close)
+	return k
+}
+
+// serve makes the console over k.m and serves it.
+func (k *kit) serve() {
+	k.t.Helper()
+	k.hopt.Sessions = k.m
+	h, err := New(k.hopt)
 	if err != nil {
-		t.Fatal(err)
+		k.t.Fatal(err)
 	}
 	k.h = h
 	mux := http.NewServeMux()
 	h.Register(mux)
-	k.srv = httptest.NewServer(mux)
-	t.Cleanup(k.srv.Close)
-	return k
+	k.cur.Store(mux)
+}
+
+// restart closes the session manager and serves a new one over the same
+// journal, as a restarted process does.
+func (k *kit) restart() {
+	k.t.Helper()
+	if err := k.m.Close(ctxT(k.t, 10*time.Second)); err != nil {
+		k.t.Fatal(err)
+	}
+	m, err := session.New(k.mopt)
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	k.m = m
+	k.serve()
 }
 
 func ctxT(t testing.TB, d time.Duration) context.Context {

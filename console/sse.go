@@ -154,7 +154,10 @@ func (h *Handler) streamSession(w http.ResponseWriter, r *http.Request) {
 			}
 		case e, ok := <-evs:
 			if !ok {
-				_ = s.send("", "end", map[string]string{"session": id})
+				// The manager closed, or the session's cluster node was lost:
+				// the response ends, and the client reconnects with its
+				// Last-Event-ID (EventSource does), to this process's next
+				// numbering or the next node's.
 				return
 			}
 			if s.send(strconv.FormatUint(e.Seq, 10), "session", eventView(e)) != nil {

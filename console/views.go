@@ -223,6 +223,9 @@ type SessionSummary struct {
 	ModelCalls int       `json:"model_calls"`
 	Usage      UsageView `json:"usage"`
 	Seq        int64     `json:"seq"`
+	// Passive says the state was read from the journal: no actor of this
+	// process runs the session (looking at it does not activate it).
+	Passive bool `json:"passive,omitempty"`
 }
 
 // UsageView is token usage (prompt: uncached input only).
@@ -254,13 +257,13 @@ func stateOf(s *session.Snapshot) string {
 
 func summaryOf(s *session.Snapshot) SessionSummary {
 	return SessionSummary{ID: s.ID, State: stateOf(s), Step: string(s.Step), Turn: s.Turn, Pending: len(s.Pending), Queued: len(s.Queued),
-		LastStatus: string(s.Last.Status), LastError: s.Last.Error, ModelCalls: s.ModelCalls, Usage: usageView(s.Usage), Seq: s.Seq}
+		LastStatus: string(s.Last.Status), LastError: s.Last.Error, ModelCalls: s.ModelCalls, Usage: usageView(s.Usage), Seq: s.Seq, Passive: s.Passive}
 }
 
 var errNoSessions = errors.New("console: no session manager")
 
-// snapshots takes the snapshot of the listed sessions (the last ListLimit
-// ids): a session that vanished or fails is left out.
+// snapshots reads the listed sessions (the last ListLimit ids) without
+// activating them: a session that vanished or fails is left out.
 func (h *Handler) snapshots(ctx context.Context) ([]*session.Snapshot, bool, error) {
 	if h.sess == nil {
 		return nil, false, errNoSessions

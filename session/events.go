@@ -2,6 +2,7 @@ package session
 
 import (
 	"sync"
+	"time"
 	"unsafe"
 )
 
@@ -40,7 +41,13 @@ const (
 // carries the turn, step and attempt it belongs to; group deltas by them
 // (a model step that is retried streams again under the next attempt).
 type Event struct {
-	// Seq numbers the session's events from 1 within this process.
+	// Seq numbers the session's events in this process's numbering, which
+	// starts from the clock (microseconds since 1970) when the session's
+	// stream is first made here and goes on by one per event, across the
+	// session's passivations: a process started later, or another cluster
+	// node taking the session over, numbers above what an earlier one used
+	// (their clocks agreeing). A reader resumes after the last number it got
+	// (see Manager.Events).
 	Seq     uint64
 	Session string
 	Type    EventType
@@ -63,7 +70,11 @@ type Event struct {
 	Reason    string
 	// TurnStatus is set on turn_finished.
 	TurnStatus TurnStatus
-	// Missed counts the events a gap stands for.
+	// Missed counts the events a gap stands for. A gap with Missed 0 (or
+	// more) also comes first to a reader whose number is not of this
+	// numbering (from an earlier process or another node): what happened
+	// between is not held here, read the session's snapshot or timeline
+	// again; the stream goes on from the oldest event held.
 	Missed uint64
 }
 
@@ -77,6 +88,7 @@ type eventLog struct {
 	max      int     // bound in events
 	maxBytes int     // bound in bytes
 	bytes    int     // size of the events held (eventSize)
+	origin   uint64  // the first number of this numbering
 	next     uint64
 	subs     int // readers, guarded by Manager.mu
 	notify   chan struct{}
@@ -85,10 +97,17 @@ type eventLog struct {
 }
 
 // newEventLog returns a log holding at most maxEvents events and maxBytes
-// bytes of them, whose first event will be number next.
-func newEventLog(maxEvents, maxBytes int, next uint64) *eventLog {
-	return &eventLog{max: maxEvents, maxBytes: maxBytes, next: next, notify: make(chan struct{}), done: make(chan struct{})}
+// bytes of them, of the numbering that began at origin, whose first event
+// will be number next.
+func newEventLog(maxEvents, maxBytes int, origin, next uint64) *eventLog {
+	return &eventLog{max: maxEvents, maxBytes: maxBytes, origin: origin, next: next, notify: make(chan struct{}), done: make(chan struct{})}
 }
+
+// eventOrigin is where a session's numbering starts in this process: the
+// clock in microseconds, above what an earlier process used for the
+// session unless it published more than a million events a second or
+// its clock ran ahead of this one's.
+func eventOrigin() uint64 { return max(uint64(time.Now().UnixMicro()), 1) }
 
 // eventSize is what an event counts against the byte bound: its text
 // fields plus the struct itself.
@@ -150,24 +169,44 @@ func (l *eventLog) close() {
 	}
 }
 
-// since returns the events with Seq > after still held, the number of
-// events missed before them, a channel closed at the next publish, and
-// whether the log is closed.
-func (l *eventLog) since(after uint64, out []Event) ([]Event, uint64, <-chan struct{}, bool) {
+// held is what since finds: the events with Seq > after still held
+// (events), the number of events missed before them (missed), whether
+// after is not of this numbering (foreign: the events are then all those
+// held, and missed counts this numbering's events no longer held), the
+// number before the first of them (before), a channel closed at the next
+// publish (wake), and whether the log is closed.
+type held struct {
+	events  []Event
+	missed  uint64
+	foreign bool
+	before  uint64
+	wake    <-chan struct{}
+	closed  bool
+}
+
+// since returns the events with Seq > after still held, reusing out. After
+// 0 asks for every event held.
+func (l *eventLog) since(after uint64, out []Event) held {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	oldest := l.next - uint64(l.n)
-	var missed uint64
+	h := held{wake: l.notify, closed: l.closed}
 	from := after + 1
+	h.foreign = after != 0 && (after >= l.next || from < l.origin)
+	if after == 0 || h.foreign {
+		from = l.origin
+	}
 	if from < oldest {
-		missed = oldest - from
+		h.missed = oldest - from
 		from = oldest
 	}
+	h.before = from - 1
 	out = out[:0]
 	for seq := from; seq < l.next; seq++ {
 		out = append(out, l.buf[(l.start+int(seq-oldest))%len(l.buf)])
 	}
-	return out, missed, l.notify, l.closed
+	h.events = out
+	return h
 }
 
 // subscribe delivers events with Seq > after to out until stop is closed
@@ -176,12 +215,10 @@ func (l *eventLog) subscribe(session string, after uint64, out chan<- Event, sto
 	defer close(out)
 	var batch []Event
 	for {
-		var missed uint64
-		var wake <-chan struct{}
-		var closed bool
-		batch, missed, wake, closed = l.since(after, batch)
-		if missed > 0 {
-			gap := Event{Session: session, Type: EventGap, Seq: after + missed, Missed: missed}
+		h := l.since(after, batch)
+		batch = h.events
+		if h.missed > 0 || h.foreign {
+			gap := Event{Session: session, Type: EventGap, Seq: h.before, Missed: h.missed}
 			select {
 			case out <- gap:
 			case <-stop:
@@ -189,7 +226,7 @@ func (l *eventLog) subscribe(session string, after uint64, out chan<- Event, sto
 			case <-l.done:
 				return
 			}
-			after += missed
+			after = h.before
 		}
 		for _, ev := range batch {
 			select {
@@ -204,11 +241,11 @@ func (l *eventLog) subscribe(session string, after uint64, out chan<- Event, sto
 		if len(batch) > 0 {
 			continue // more may have come meanwhile (or some were dropped)
 		}
-		if closed {
+		if h.closed {
 			return
 		}
 		select {
-		case <-wake:
+		case <-h.wake:
 		case <-stop:
 			return
 		case <-l.done:

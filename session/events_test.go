@@ -40,13 +40,15 @@ func TestEventStreamBound(t *testing.T) {
 		}
 	}
 	// turn_started, step_started, 100 deltas, turn_finished.
+	// Numbers are the origin's and on: the 103rd is origin+102.
 	const total = 103
-	got := readUntil(h.m, "s", 0, func(ev Event) bool { return ev.Seq == total })
+	o := originOf(h.m, "s") - 1
+	got := readUntil(h.m, "s", 0, func(ev Event) bool { return ev.Seq == o+total })
 	if len(got) != bound+1 || got[0].Type != EventGap || got[0].Missed != total-bound {
 		t.Fatalf("late reader got %d events, first %+v", len(got), got[0])
 	}
 	for i, ev := range got[1:] {
-		if ev.Seq != uint64(total-bound+1+i) {
+		if ev.Seq != o+uint64(total-bound+1+i) {
 			t.Fatalf("event %d has seq %d", i, ev.Seq)
 		}
 	}
@@ -54,8 +56,8 @@ func TestEventStreamBound(t *testing.T) {
 		t.Fatalf("last event %+v", last)
 	}
 	// Resume after seq total-3: exactly the last three, no gap.
-	resumed := readUntil(h.m, "s", total-3, func(ev Event) bool { return ev.Seq == total })
-	if len(resumed) != 3 || resumed[0].Seq != total-2 {
+	resumed := readUntil(h.m, "s", o+total-3, func(ev Event) bool { return ev.Seq == o+total })
+	if len(resumed) != 3 || resumed[0].Seq != o+total-2 {
 		t.Fatalf("resumed %d events, from seq %d", len(resumed), resumed[0].Seq)
 	}
 }
@@ -109,13 +111,13 @@ func TestEventsTagged(t *testing.T) {
 // default): huge deltas push the oldest events out, oldest first, as the
 // count bound does; the newest event is always held.
 func TestEventStreamByteBound(t *testing.T) {
-	l := newEventLog(DefaultEventBuffer, DefaultEventBufferBytes, 1)
+	l := newEventLog(DefaultEventBuffer, DefaultEventBufferBytes, 1, 1)
 	big := strings.Repeat("x", 4<<20)
 	for range 5 {
 		l.publish(Event{Type: EventTextDelta, Text: big})
 	}
-	held, missed, _, _ := l.since(0, nil)
-	if len(held) != 2 || missed != 3 || held[0].Seq != 4 || held[1].Seq != 5 {
+	lh := l.since(0, nil)
+	if held, missed := lh.events, lh.missed; len(held) != 2 || missed != 3 || held[0].Seq != 4 || held[1].Seq != 5 {
 		t.Fatalf("after five 4 MiB deltas: %d held, %d missed, first seq %d; want the last 2 held, 3 missed", len(held), missed, held[0].Seq)
 	}
 	if l.bytes > DefaultEventBufferBytes {
@@ -123,12 +125,12 @@ func TestEventStreamByteBound(t *testing.T) {
 	}
 	huge := strings.Repeat("y", DefaultEventBufferBytes+1)
 	l.publish(Event{Type: EventTextDelta, Text: huge})
-	if held, missed, _, _ = l.since(0, held); len(held) != 1 || held[0].Seq != 6 || missed != 5 {
-		t.Fatalf("after a delta past the bound: %d held, %d missed", len(held), missed)
+	if lh = l.since(0, lh.events); len(lh.events) != 1 || lh.events[0].Seq != 6 || lh.missed != 5 {
+		t.Fatalf("after a delta past the bound: %d held, %d missed", len(lh.events), lh.missed)
 	}
 	l.publish(Event{Type: EventTurnFinished})
-	if held, _, _, _ = l.since(0, held); len(held) != 1 || held[0].Seq != 7 {
-		t.Fatalf("after a small event: %d held", len(held))
+	if lh = l.since(0, lh.events); len(lh.events) != 1 || lh.events[0].Seq != 7 {
+		t.Fatalf("after a small event: %d held", len(lh.events))
 	}
 
 	// Through a session, with a smaller bound: a late reader gets a gap,
@@ -172,4 +174,83 @@ func readUntil(m *Manager, id string, after uint64, last func(Event) bool) []Eve
 		}
 	}
 	return got
+}
+
+// originOf is where the session's event numbering began in this process.
+func originOf(m *Manager, id string) uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l := m.logs[id]; l != nil {
+		return l.origin
+	}
+	return m.seqs[id].origin
+}
+
+// TestEventsResumeAcrossRestart: a reader that resumes after the last
+// number an earlier process gave (a restart, or another cluster node
+// taking the session over) skips nothing: the new process numbers above
+// it, and the reader gets a gap first, then every event held, the new
+// turn's from its start. So does a reader with a number this process
+// never gave (a node whose clock ran ahead).
+func TestEventsResumeAcrossRestart(t *testing.T) {
+	h := newHarness(t, Options{})
+	h.srv.Push(llmtest.Text("one"))
+	h.send("s", "first")
+	h.wait("s")
+	first := readUntil(h.m, "s", 0, func(ev Event) bool { return ev.Type == EventTurnFinished })
+	last := first[len(first)-1].Seq
+
+	h.restart()
+	h.srv.Push(llmtest.Text("two"))
+	h.send("s", "second")
+	h.wait("s")
+	for _, after := range []uint64{last, last + 1_000_000_000_000} {
+		got := readUntil(h.m, "s", after, func(ev Event) bool { return ev.Type == EventTurnFinished })
+		if len(got) < 3 || got[0].Type != EventGap || got[1].Type != EventTurnStarted || got[1].Turn != 2 || got[1].Seq <= last {
+			t.Fatalf("resuming after %d (the last event before the restart: %d): %+v", after, last, got)
+		}
+		if got[0].Seq != got[1].Seq-1 || got[0].Missed != 0 {
+			t.Fatalf("gap %+v before %+v", got[0], got[1])
+		}
+	}
+	// A reader of this numbering resumes as before, without a gap.
+	got := readUntil(h.m, "s", 0, func(ev Event) bool { return ev.Type == EventTurnFinished })
+	again := readUntil(h.m, "s", got[0].Seq, func(ev Event) bool { return ev.Type == EventTurnFinished })
+	if len(again) != len(got)-1 || again[0].Seq != got[1].Seq {
+		t.Fatalf("resuming after %d: %d events from %d; want %d from %d", got[0].Seq, len(again), again[0].Seq, len(got)-1, got[1].Seq)
+	}
+}
+
+// TestEventLogForeignNumbers: since treats a number below the numbering's
+// origin, or at or above the next one, as another numbering's: every event
+// held, flagged.
+func TestEventLogForeignNumbers(t *testing.T) {
+	l := newEventLog(2, DefaultEventBufferBytes, 1000, 1000)
+	for range 3 {
+		l.publish(Event{Type: EventTextDelta})
+	}
+	for _, c := range []struct {
+		after   uint64
+		foreign bool
+		missed  uint64
+		first   uint64
+	}{
+		{0, false, 1, 1001},
+		{5, true, 1, 1001},
+		{999, false, 1, 1001}, // origin-1: from the start, as 0
+		{1000, false, 0, 1001},
+		{1001, false, 0, 1002},
+		{1002, false, 0, 0},
+		{1003, true, 1, 1001},
+		{1 << 60, true, 1, 1001},
+	} {
+		h := l.since(c.after, nil)
+		first := uint64(0)
+		if len(h.events) > 0 {
+			first = h.events[0].Seq
+		}
+		if h.foreign != c.foreign || h.missed != c.missed || first != c.first || (first != 0 && h.before != first-1) {
+			t.Errorf("since(%d): foreign %v, missed %d, first %d, before %d; want %v, %d, %d", c.after, h.foreign, h.missed, first, h.before, c.foreign, c.missed, c.first)
+		}
+	}
 }

@@ -93,8 +93,8 @@ func (m *Manager) releaseLogLocked(id string) {
 	if _, active := m.actors[id]; active || l == nil || l.subs > 0 {
 		return
 	}
-	if next := l.nextSeq(); next > 1 {
-		m.seqs[id] = next
+	if next := l.nextSeq(); next > l.origin {
+		m.seqs[id] = numbering{l.origin, next}
 	}
 	delete(m.logs, id)
 }

@@ -145,7 +145,7 @@ type Manager struct {
 	mu      sync.Mutex
 	actors  map[string]*entry
 	logs    map[string]*eventLog
-	seqs    map[string]uint64      // the next event number of a session whose stream was dropped
+	seqs    map[string]numbering   // the event numbering of a session whose stream was dropped
 	parked  map[string]*time.Timer // passivated sessions whose turn waits for approvals; a timer wakes one at its deadline
 	leaving map[*entry]string      // actors passivated for idleness that have not stopped yet
 	closed  bool
@@ -228,7 +228,7 @@ func newManager(opt Options, kit *actorkit.System) (*Manager, error) {
 		opt.Compaction = &cp
 	}
 	m := &Manager{opt: opt, tel: opt.Telemetry.OrGlobal(), tools: map[string]*Tool{}, actors: map[string]*entry{}, logs: map[string]*eventLog{},
-		seqs: map[string]uint64{}, parked: map[string]*time.Timer{}, leaving: map[*entry]string{}}
+		seqs: map[string]numbering{}, parked: map[string]*time.Timer{}, leaving: map[*entry]string{}}
 	for i := range opt.Tools {
 		t := &opt.Tools[i]
 		f := fmt.Sprintf("Tools[%d]", i)
@@ -338,13 +338,22 @@ func checkID(id string) error {
 	return nil
 }
 
+// numbering is where a session's event numbers began in this process and
+// the next one.
+type numbering struct{ origin, next uint64 }
+
 // eventLogLocked returns the event stream of a session, creating it; a
-// new one numbers its events on from where a dropped one stopped. m.mu is
-// held.
+// new one numbers its events on from where a dropped one stopped, or else
+// from eventOrigin. m.mu is held.
 func (m *Manager) eventLogLocked(id string) *eventLog {
 	l, ok := m.logs[id]
 	if !ok {
-		l = newEventLog(m.opt.EventBuffer, m.opt.EventBufferBytes, max(m.seqs[id], 1))
+		n, kept := m.seqs[id]
+		if !kept {
+			o := eventOrigin()
+			n = numbering{o, o}
+		}
+		l = newEventLog(m.opt.EventBuffer, m.opt.EventBufferBytes, n.origin, n.next)
 		delete(m.seqs, id)
 		if m.closed {
 			l.close()
@@ -533,6 +542,11 @@ type Snapshot struct {
 	Last TurnResult
 	// Seq is the session's last journal sequence number.
 	Seq int64
+	// Passive says the snapshot was read from the journal (Peek,
+	// ReadSnapshot): no actor of this Manager runs the session, and Step
+	// is the journal's (a turn in progress there resumes, with ResumeTurn
+	// or CallTool, once the session is activated).
+	Passive bool
 }
 
 // Interrupt is a pending approval.
@@ -573,10 +587,13 @@ func (m *Manager) Wait(ctx context.Context, id string) (TurnResult, error) {
 // that falls behind gets an EventGap and continues with the oldest event
 // held; the session never waits for a reader. Call cancel when done; the
 // channel closes then, or when the Manager closes. Events are not durable:
-// a restarted process numbers its events from 1 again. A passivated
-// session's stream is dropped unless someone reads it (its numbers go on
-// when it is activated again): a later reader gets a gap for the events
-// it held.
+// a restarted process (or another cluster node) numbers the session's
+// events on from its clock (see Event.Seq), so a number from an earlier
+// process is below its numbering, and a reader resuming after it (or
+// after a number this process never gave) gets an EventGap first and every
+// event held, never skipping any. A passivated session's stream is dropped
+// unless someone reads it (its numbers go on when it is activated again):
+// a later reader gets a gap for the events it held.
 func (m *Manager) Events(id string, after uint64) (<-chan Event, func()) {
 	out := make(chan Event)
 	m.mu.Lock()

@@ -1,13 +1,19 @@
 package session
 
 import (
+	"context"
+	"errors"
 	"slices"
+
+	"github.com/chorusrt/chorus/store"
 )
 
 // snapshot builds the public view of the state.
-func (a *sessionActor) snapshot() *Snapshot {
-	st := a.st
-	s := &Snapshot{ID: a.id, Step: a.currentStep(), Turn: st.Turn, Usage: st.Usage, ModelCalls: st.ModelCalls,
+func (a *sessionActor) snapshot() *Snapshot { return snapshotOf(a.id, a.st, a.currentStep()) }
+
+// snapshotOf builds the public view of a state at step.
+func snapshotOf(id string, st *state, step StepKind) *Snapshot {
+	s := &Snapshot{ID: id, Step: step, Turn: st.Turn, Usage: st.Usage, ModelCalls: st.ModelCalls,
 		Summary: st.Summary, SummaryThrough: st.SummaryThrough, Last: st.Last, Seq: st.Seq}
 	if st.Active != nil {
 		s.StepNum = st.Active.Step
@@ -28,6 +34,88 @@ func (a *sessionActor) snapshot() *Snapshot {
 		}
 	}
 	return s
+}
+
+// restingStep is the step the journal shows when no actor runs the
+// session: AwaitUserMessage between turns, AwaitToolApproval when the
+// turn's calls wait for approvals only, else the step the turn resumes
+// with once the session is activated (ResumeTurn in the model phase,
+// CallTool in the tools phase).
+func (s *state) restingStep() StepKind {
+	t := s.Active
+	switch {
+	case t == nil:
+		return StepAwaitUserMessage
+	case !s.hasWork():
+		return StepAwaitToolApproval
+	case t.Phase == phaseModel:
+		return StepResumeTurn
+	}
+	return StepCallTool
+}
+
+// ReadSnapshot returns a session's snapshot as its journal holds it,
+// without activating the session anywhere: its latest snapshot record and
+// every later record, replayed (what an activation recovers), with Step
+// the journal's (see Snapshot.Passive). A cluster's console lists the
+// sessions of the cluster's journal so. A session without records is
+// ErrUnknownSession.
+func ReadSnapshot(ctx context.Context, j store.Journal, id string) (*Snapshot, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	st, err := loadState(ctx, j, id)
+	if err != nil {
+		return nil, err
+	}
+	if st.Seq == 0 {
+		return nil, ErrUnknownSession
+	}
+	s := snapshotOf(id, st, st.restingStep())
+	s.Passive = true
+	return s, nil
+}
+
+// Peek returns the session's snapshot without activating it: an active
+// session's from its actor, as Snapshot does, and a passive one's from the
+// journal (ReadSnapshot, Passive set). A console lists sessions with it,
+// so that looking at a passivated session does not bring it back into
+// memory.
+func (m *Manager) Peek(ctx context.Context, id string) (*Snapshot, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	if m.closed || m.closing.Load() {
+		m.mu.Unlock()
+		return nil, ErrClosed
+	}
+	e, ok := m.actors[id]
+	if ok {
+		select {
+		case <-e.stopped:
+			ok = false
+		default:
+			ok = e.getErr() == nil
+		}
+	}
+	if ok {
+		e.calls++ // no idle passivation meanwhile
+	}
+	m.mu.Unlock()
+	if ok {
+		v, err := m.ask(ctx, e, msgSnapshot{})
+		m.done(e)
+		switch {
+		case err == nil:
+			s, _ := v.(*Snapshot)
+			return s, nil
+		case !errors.Is(err, errNotDelivered) && !errors.Is(err, errRestarted):
+			return nil, err
+		}
+		// The actor stopped meanwhile: the journal has what it did.
+	}
+	return ReadSnapshot(ctx, m.opt.Journal, id)
 }
 
 func (a *sessionActor) currentStep() StepKind {

@@ -338,7 +338,6 @@
         pendingRefresh = setTimeout(() => { pendingRefresh = null; refreshSession().catch(() => {}); }, 150);
       }
     });
-    es.addEventListener("end", () => es.close());
     document.getElementById("send").addEventListener("submit", async (ev) => {
       ev.preventDefault();
       const m = document.getElementById("message");
