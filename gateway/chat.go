@@ -42,6 +42,10 @@ func (h *Handler) begin(w http.ResponseWriter, r *http.Request, f format) (*keyS
 // buffered or streamed, and answers in the client's format. model is the
 // name the client asked for (what the key is checked against).
 func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, ks *keyState, req *llm.ChatRequest, model string, stream bool, c chatCodec) {
+	if _, fan := h.opts.FanOut[model]; fan {
+		h.fail(w, c.f, &Error{Status: http.StatusBadRequest, Message: "model " + strconv.Quote(model) + " is a fan-out: POST /v1/chat/completions answers it, with a choice per model"})
+		return
+	}
 	adm, ok := h.call(w, r, c.f, model, ks)
 	if !ok {
 		return

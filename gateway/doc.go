@@ -95,7 +95,14 @@
 // with empty Text and the Signature, once per block); the buffered answer
 // carries the signatures too.
 //
-// A model is what the runtime takes: provider/model or an alias. Requests
+// A model is what the runtime takes: provider/model or an alias (a fallback
+// list), or a fan-out alias of Options.FanOut: POST /v1/chat/completions
+// sends it to each of its models at once and answers with a choice per
+// model, as OpenAI answers n > 1 (choice i: model i; buffered, or the
+// choices' chunks interleaved in one stream; usage summed; a model that
+// failed before its answer began has no choice and is named in
+// x-chorus-fanout-failed, a trailer once a stream's headers went). The
+// other endpoints refuse a fan-out (400): their formats have one answer. Requests
 // are decoded, and answers encoded, by the server side of each format's
 // codec package (server.go in providers/openai, providers/anthropic and providers/gemini): the gateway holds no wire
 // knowledge of its own. On the hot path of a stream, a text delta is

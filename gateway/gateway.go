@@ -101,6 +101,11 @@ type Options struct {
 	// rate, ETA, per-model summary, bad lines) to readers in the process,
 	// such as the console's Batches page.
 	Batches *batch.Registry
+	// FanOut names fan-out aliases: a chat completion request for one is
+	// sent to each of its models at once and answered with a choice per
+	// model (fanout.go). A name may not be a runtime alias. Only POST
+	// /v1/chat/completions serves them (400 elsewhere).
+	FanOut map[string][]string
 	// Telemetry is where the gateway's HTTP server spans go (nil: the
 	// global TracerProvider). Give it the runtime's, so that each server
 	// span and the runtime's spans of its call are one trace.
@@ -155,6 +160,12 @@ func New(rt *runtime.Runtime, opts Options) (*Handler, error) {
 			return nil, fmt.Errorf("gateway: key %q is configured twice", k.Name)
 		}
 		h.keys[k.SHA256] = newKeyState(k)
+	}
+	aliases := rt.Aliases()
+	for name, targets := range opts.FanOut {
+		if _, clash := aliases[name]; clash || name == "" || len(targets) == 0 {
+			return nil, fmt.Errorf("gateway: fan-out %q: want a name that is not a runtime alias, and one model or more", name)
+		}
 	}
 	h.tracer = opts.Telemetry.Tracer()
 	if opts.MaxFileBytes <= 0 {

@@ -37,8 +37,17 @@ func (h *Handler) modelList(ctx context.Context, ks *keyState) []listedModel {
 	for a := range aliases {
 		names = append(names, a)
 	}
+	for name := range h.opts.FanOut {
+		names = append(names, name)
+	}
 	slices.Sort(names)
 	for _, a := range names {
+		if targets, fan := h.opts.FanOut[a]; fan {
+			if fanOutAllowed(ks, a, targets) {
+				out = append(out, listedModel{id: a, owner: "chorus"})
+			}
+			continue
+		}
 		add(a, "chorus", llm.ModelInfo{})
 	}
 	for _, p := range h.rt.Providers() {

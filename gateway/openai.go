@@ -41,6 +41,10 @@ func (h *Handler) openAIChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := sc.Chat
+	if targets, ok := h.opts.FanOut[req.Model]; ok {
+		h.serveFanOut(w, r, ks, sc, req.Model, targets) // fanout.go
+		return
+	}
 	created := h.opts.Now().Unix()
 	h.serveChat(w, r, ks, req, req.Model, sc.Stream, chatCodec{
 		f:           f,

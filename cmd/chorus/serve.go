@@ -65,8 +65,11 @@ on the same port: credentials, batches, sessions and their approvals.
 //	      tpm: 100000
 //	      concurrency: 4
 //	      budget_usd: 50        # spent from the prices: section's costs
+//	  fan_out:                  # one request to each model, a choice per model
+//	    compare: [openai/gpt-4.1-mini, anthropic/claude-haiku-4-5]
 type gatewayConfig struct {
-	keys []gatewayKeyDef
+	keys   []gatewayKeyDef
+	fanOut map[string][]string // fan_out: name -> models
 }
 
 type gatewayKeyDef struct {
@@ -77,8 +80,11 @@ type gatewayKeyDef struct {
 
 func (p *configParser) gateway(n *yaml.Node, cfg *fileConfig) error {
 	return p.mapping(n, "gateway", func(key string, k, v *yaml.Node) error {
+		if key == "fan_out" {
+			return p.fanOut(v, cfg)
+		}
 		if key != "keys" {
-			return p.errf(k, "gateway: unknown key %q (known: keys)", key)
+			return p.errf(k, "gateway: unknown key %q (known: keys, fan_out)", key)
 		}
 		if v.Kind != yaml.SequenceNode {
 			return p.errf(v, "gateway.keys: want a list of {name, sha256 or key_env, models, rpm, tpm, concurrency, budget_usd}")
@@ -144,6 +150,31 @@ func (p *configParser) gateway(n *yaml.Node, cfg *fileConfig) error {
 			}
 			names[d.key.Name] = true
 			cfg.gateway.keys = append(cfg.gateway.keys, d)
+		}
+		return nil
+	})
+}
+
+// fanOut reads gateway.fan_out: fan-out aliases, each a name and its
+// models (see gateway.Options.FanOut).
+func (p *configParser) fanOut(n *yaml.Node, cfg *fileConfig) error {
+	cfg.gateway.fanOut = map[string][]string{}
+	return p.mapping(n, "gateway.fan_out", func(name string, k, v *yaml.Node) error {
+		what := "gateway.fan_out." + name
+		if v.Kind != yaml.SequenceNode || len(v.Content) == 0 {
+			return p.errf(v, "%s: want a list of models", what)
+		}
+		for _, a := range cfg.aliases {
+			if a.name == name {
+				return p.errf(k, "%s: %q is an alias of aliases: too", what, name)
+			}
+		}
+		for j, m := range v.Content {
+			s, err := p.str(m, fmt.Sprintf("%s[%d]", what, j))
+			if err != nil {
+				return err
+			}
+			cfg.gateway.fanOut[name] = append(cfg.gateway.fanOut[name], s)
 		}
 		return nil
 	})
@@ -245,7 +276,7 @@ func cmdServe(ctx context.Context, e env, args []string) int {
 	defer st.close(5 * time.Second)
 	// The gateway's batch jobs show on the console's Batches page.
 	batches := batch.NewRegistry(20)
-	gopts := gateway.Options{Keys: keys, Logger: slog.New(slog.NewTextHandler(e.stderr, nil)), FilesDir: *filesDir, Batches: batches}
+	gopts := gateway.Options{Keys: keys, Logger: slog.New(slog.NewTextHandler(e.stderr, nil)), FilesDir: *filesDir, Batches: batches, FanOut: cfg.gateway.fanOut}
 	if *nativeBatches {
 		gopts.BatchNative = &batch.Native{Clients: nativeClients(e)}
 	}

@@ -163,3 +163,26 @@ gateway:
 		t.Errorf("negative budget: exit %d %q", code, stderr)
 	}
 }
+
+// TestServeFanOut: gateway.fan_out in chorus.yaml names a fan-out alias,
+// answered with a choice per model.
+func TestServeFanOut(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "chorus.yaml")
+	if err := os.WriteFile(cfg, []byte("gateway:\n  fan_out:\n    compare: [sim/alpha, sim/beta]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base, stop := startServe(t, nil, "--addr", "127.0.0.1:0", "--config", cfg)
+	code, body := post(t, base+"/v1/chat/completions", `{"model":"compare","messages":[{"role":"user","content":"ping"}]}`)
+	if code != 200 || !strings.Contains(body, `"index":0`) || !strings.Contains(body, `"index":1`) ||
+		!strings.Contains(body, "[simulated alpha]") || !strings.Contains(body, "[simulated beta]") {
+		t.Errorf("fan-out: %d %s", code, body)
+	}
+	if exit, stderr := stop(); exit != 0 {
+		t.Errorf("exit %d, stderr %s", exit, stderr)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(bad, []byte("gateway:\n  fan_out:\n    compare: sim/alpha\n"), 0o600)
+	if code, _, stderr := runCLI(t, context.Background(), nil, "serve", "--config", bad); code != 2 || !strings.Contains(stderr, "gateway.fan_out.compare: want a list of models") {
+		t.Errorf("a fan-out that is not a list: exit %d %q", code, stderr)
+	}
+}

@@ -361,6 +361,38 @@ func finishString(f llm.FinishReason) string {
 // EncodeServerChat encodes a buffered answer as a chat.completion object.
 // model is the name the client asked for; created is a Unix time.
 func EncodeServerChat(res *llm.ChatResult, model string, created int64) ([]byte, error) {
+	fin := finishString(res.FinishReason)
+	return json.Marshal(serverCompletion{
+		ID: serverID(res.ID), Object: "chat.completion", Created: created, Model: model,
+		Choices: []serverChoice{{Message: serverMessageOf(res), FinishReason: &fin}},
+		Usage:   usageOf(res.Usage),
+	})
+}
+
+// EncodeServerChatChoices encodes several answers to one request as one
+// chat.completion with a choice each (as OpenAI answers n > 1): results[i]
+// is choice i, and a nil one has no choice; the usage is their sum. The id
+// is the first answer's.
+func EncodeServerChatChoices(results []*llm.ChatResult, model string, created int64) ([]byte, error) {
+	c := serverCompletion{Object: "chat.completion", Created: created, Model: model, Choices: []serverChoice{}}
+	var usage llm.Usage
+	for i, res := range results {
+		if res == nil {
+			continue
+		}
+		if c.ID == "" {
+			c.ID = serverID(res.ID)
+		}
+		fin := finishString(res.FinishReason)
+		c.Choices = append(c.Choices, serverChoice{Index: i, Message: serverMessageOf(res), FinishReason: &fin})
+		usage = usage.Add(res.Usage)
+	}
+	c.ID = serverID(c.ID)
+	c.Usage = usageOf(usage)
+	return json.Marshal(c)
+}
+
+func serverMessageOf(res *llm.ChatResult) *serverRespMessage {
 	msg := &serverRespMessage{Role: "assistant", ReasoningContent: res.Reasoning}
 	if res.Content != "" || len(res.ToolCalls) == 0 {
 		c := res.Content
@@ -373,12 +405,7 @@ func EncodeServerChat(res *llm.ChatResult, model string, created int64) ([]byte,
 	for _, tc := range res.ToolCalls {
 		msg.ToolCalls = append(msg.ToolCalls, toolCall{ID: tc.ID, Type: "function", Function: functionCall{Name: tc.Name, Arguments: tc.Arguments}})
 	}
-	fin := finishString(res.FinishReason)
-	return json.Marshal(serverCompletion{
-		ID: serverID(res.ID), Object: "chat.completion", Created: created, Model: model,
-		Choices: []serverChoice{{Message: msg, FinishReason: &fin}},
-		Usage:   usageOf(res.Usage),
-	})
+	return msg
 }
 
 func serverID(id string) string {
@@ -397,7 +424,13 @@ type ServerStream struct {
 	started      bool
 	held         wire.HeldEnd
 	buf          []byte
+	choice       int // the index of the choice its chunks carry (SetChoice)
 }
+
+// SetChoice makes the stream's chunks those of choice i (default 0): an
+// answer of several choices is one ServerStream per choice, each closed by
+// EndChoice, then Close on any of them.
+func (s *ServerStream) SetChoice(i int) { s.choice = i }
 
 // NewServerStream returns the encoder of one streamed answer. id is the
 // completion id every chunk carries; includeUsage is the client's
@@ -411,7 +444,7 @@ func (s *ServerStream) chunk(dst []byte, d *serverDelta, finish *string, usage *
 	if noChoices {
 		c.Choices = []serverChoice{}
 	} else {
-		c.Choices = []serverChoice{{Delta: d, FinishReason: finish}}
+		c.Choices = []serverChoice{{Index: s.choice, Delta: d, FinishReason: finish}}
 	}
 	b, _ := json.Marshal(c) // plain structs: cannot fail
 	dst = append(dst, "data: "...)
@@ -476,6 +509,23 @@ func (s *ServerStream) End(dst []byte, res *llm.ChatResult) []byte {
 	fin, usage := s.held.Final(res)
 	f := finishString(fin)
 	dst = s.chunk(dst, s.delta(), &f, nil, false)
+	if s.includeUsage {
+		dst = s.chunk(dst, nil, nil, usageOf(usage), true)
+	}
+	return append(dst, "data: [DONE]\n\n"...)
+}
+
+// EndChoice appends the chunk that ends this stream's choice (its finish
+// reason) and returns the usage to report; Close ends the answer.
+func (s *ServerStream) EndChoice(dst []byte, res *llm.ChatResult) ([]byte, llm.Usage) {
+	fin, usage := s.held.Final(res)
+	f := finishString(fin)
+	return s.chunk(dst, s.delta(), &f, nil, false), usage
+}
+
+// Close appends the end of an answer of several choices: the usage chunk
+// (their sum) when the client asked for it, and data: [DONE].
+func (s *ServerStream) Close(dst []byte, usage llm.Usage) []byte {
 	if s.includeUsage {
 		dst = s.chunk(dst, nil, nil, usageOf(usage), true)
 	}
