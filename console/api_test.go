@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -111,6 +112,50 @@ func TestCredentialsAPI(t *testing.T) {
 	}
 	if len(v.Providers) != 1 || v.Providers[0] != "sim" {
 		t.Fatalf("providers %q", v.Providers)
+	}
+	if len(v.Aliases) != 1 || v.Aliases[0].Name != "fast" || v.Aliases[0].Serving != 0 || v.Aliases[0].ServingTarget != "sim/echo" {
+		t.Fatalf("aliases: %+v", v.Aliases)
+	}
+	if p := k.do(req{path: PagePrefix + "credentials", bearer: testToken}); !bytes.Contains(p.body, []byte("sim/echo (step 0)")) {
+		t.Fatalf("the credentials page does not say which step serves fast: %s", p.body)
+	}
+}
+
+// TestAliasServingStep: an alias is served by its first target whose
+// provider has a credential not cooling down; with every target's
+// credentials cooling down, by none.
+func TestAliasServingStep(t *testing.T) {
+	soon := time.Now().Add(time.Minute)
+	aliases := map[string][]string{"b": {"openai/gpt", "anthropic/claude", "gemini/flash"}, "a": {"gemini/flash"}}
+	for _, c := range []struct {
+		cooling []string // providers whose every credential cools down
+		b       int
+		a       int
+	}{
+		{nil, 0, 0},
+		{[]string{"openai"}, 1, 0},
+		{[]string{"openai", "anthropic"}, 2, 0},
+		{[]string{"openai", "anthropic", "gemini"}, -1, -1},
+	} {
+		var creds []CredentialView
+		for _, p := range []string{"openai", "anthropic", "gemini"} {
+			for i := range 2 {
+				cv := CredentialView{Provider: p, Credential: i}
+				if slices.Contains(c.cooling, p) {
+					cv.CooldownUntil = &soon
+				}
+				creds = append(creds, cv)
+			}
+		}
+		// One cooling key of a provider does not make it fall back.
+		creds[0].CooldownUntil = &soon
+		got := aliasViews(aliases, creds)
+		if len(got) != 2 || got[0].Name != "a" || got[1].Name != "b" || got[1].Serving != c.b || got[0].Serving != c.a {
+			t.Fatalf("cooling %q: %+v", c.cooling, got)
+		}
+		if c.b >= 0 && got[1].ServingTarget != aliases["b"][c.b] || c.b < 0 && got[1].ServingTarget != "" {
+			t.Fatalf("cooling %q: serving target %q", c.cooling, got[1].ServingTarget)
+		}
 	}
 }
 

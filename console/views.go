@@ -64,6 +64,37 @@ type CostView struct {
 type AliasView struct {
 	Name    string   `json:"name"`
 	Targets []string `json:"targets"`
+	// Serving is the fallback step that serves a call now: the index in
+	// Targets of the first target whose provider has a credential not
+	// cooling down (the runtime falls back past a target whose credentials
+	// all cool down), -1 when every target's do. ServingTarget is that
+	// target.
+	Serving       int    `json:"serving"`
+	ServingTarget string `json:"serving_target,omitempty"`
+}
+
+// aliasViews are the aliases, sorted by name, each with the step that
+// serves now by the credentials' cooldowns.
+func aliasViews(aliases map[string][]string, creds []CredentialView) []AliasView {
+	ready := map[string]bool{} // providers with a credential not cooling down
+	for _, c := range creds {
+		if c.CooldownUntil == nil {
+			ready[c.Provider] = true
+		}
+	}
+	out := make([]AliasView, 0, len(aliases))
+	for name, targets := range aliases {
+		a := AliasView{Name: name, Targets: targets, Serving: -1}
+		for i, t := range targets {
+			if p, _, _ := strings.Cut(t, "/"); ready[p] {
+				a.Serving, a.ServingTarget = i, t
+				break
+			}
+		}
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }
 
 func (h *Handler) credentials() CredentialsView {
@@ -88,10 +119,7 @@ func (h *Handler) credentials() CredentialsView {
 		}
 		v.Credentials = append(v.Credentials, c)
 	}
-	for name, targets := range h.rt.Aliases() {
-		v.Aliases = append(v.Aliases, AliasView{Name: name, Targets: targets})
-	}
-	sort.Slice(v.Aliases, func(i, j int) bool { return v.Aliases[i].Name < v.Aliases[j].Name })
+	v.Aliases = aliasViews(h.rt.Aliases(), v.Credentials)
 	v.Providers = append(v.Providers, h.rt.Providers()...)
 	return v
 }

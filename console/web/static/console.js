@@ -145,8 +145,11 @@
     const ab = document.querySelector("#aliases tbody");
     if (ab) {
       clear(ab);
-      if (!v.aliases.length) ab.appendChild(row(["No aliases.", ""]));
-      for (const a of v.aliases) ab.appendChild(row([a.name, a.targets.join(" → ")]));
+      if (!v.aliases.length) ab.appendChild(row(["No aliases.", "", ""]));
+      for (const a of v.aliases) {
+        const serving = a.serving >= 0 ? a.serving_target + " (step " + a.serving + ")" : "none: every target cools down";
+        ab.appendChild(row([a.name, a.targets.join(" → "), { text: serving, cls: "serving" }]));
+      }
     }
   }
 
