@@ -21,11 +21,12 @@ type listedModel struct {
 	info      llm.ModelInfo
 }
 
-// modelList is the aliases, then every provider's models as
+// modelList is the aliases (with the fan-outs when fanOut: only the
+// OpenAI format serves them), then every provider's models as
 // provider/model, limited to what the key may call. A provider whose list
 // fails is left out (and logged), so one provider down does not hide the
 // others.
-func (h *Handler) modelList(ctx context.Context, ks *keyState) []listedModel {
+func (h *Handler) modelList(ctx context.Context, ks *keyState, fanOut bool) []listedModel {
 	var out []listedModel
 	add := func(id, owner string, info llm.ModelInfo) {
 		if ks == nil || ks.allows(id) {
@@ -37,8 +38,10 @@ func (h *Handler) modelList(ctx context.Context, ks *keyState) []listedModel {
 	for a := range aliases {
 		names = append(names, a)
 	}
-	for name := range h.opts.FanOut {
-		names = append(names, name)
+	if fanOut {
+		for name := range h.opts.FanOut {
+			names = append(names, name)
+		}
 	}
 	slices.Sort(names)
 	for _, a := range names {
@@ -81,7 +84,7 @@ func (h *Handler) listModels(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, f, e)
 		return
 	}
-	all := h.modelList(r.Context(), ks)
+	all := h.modelList(r.Context(), ks, f == formatOpenAI)
 	now := h.opts.Now()
 	if f == formatAnthropic {
 		q := r.URL.Query()
@@ -146,7 +149,7 @@ func (h *Handler) getModel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	all := h.modelList(r.Context(), ks)
+	all := h.modelList(r.Context(), ks, f == formatOpenAI)
 	i := indexOf(all, id)
 	if i < 0 {
 		h.fail(w, f, &Error{Status: http.StatusNotFound, Message: "no such model: " + strconv.Quote(id)})
@@ -214,7 +217,7 @@ func (h *Handler) geminiModels(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, f, e)
 		return
 	}
-	all := h.modelList(r.Context(), ks)
+	all := h.modelList(r.Context(), ks, false)
 	if id := r.PathValue("rest"); id != "" {
 		id = strings.TrimPrefix(id, "models/")
 		i := indexOf(all, id)

@@ -54,7 +54,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := gateway.New(rt, gateway.Options{Keys: []gateway.Key{
+	h, err := gateway.New(rt, gateway.Options{FanOut: map[string][]string{"both": {"openai/gpt-4.1-mini", "anthropic/claude-haiku-4-5"}}, Keys: []gateway.Key{
 		{Name: "good", SHA256: gateway.HashKey("gk-good")},
 		{Name: "limited", SHA256: gateway.HashKey("gk-limited"), RPM: 1},
 	}})
@@ -175,6 +175,23 @@ func TestOpenAIGoSDK(t *testing.T) {
 	_, err = bad.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "gpt", Messages: user})
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 401 {
 		t.Fatalf("auth: %v", err)
+	}
+	// A fan-out alias: a choice per model, buffered and streamed (the
+	// scripted answers are spent: both models give the default reply).
+	r, err = c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "both", Messages: user})
+	if err != nil || len(r.Choices) != 2 || r.Choices[0].Index != 0 || r.Choices[1].Index != 1 || r.Choices[0].Message.Content == "" ||
+		r.Choices[0].Message.Content != r.Choices[1].Message.Content {
+		t.Fatalf("fan-out: %v %+v", err, r)
+	}
+	s = c.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "both", Messages: user,
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}})
+	acc = openai.ChatCompletionAccumulator{}
+	for s.Next() {
+		acc.AddChunk(s.Current())
+	}
+	if s.Err() != nil || len(acc.Choices) != 2 || acc.Choices[0].Message.Content != r.Choices[0].Message.Content ||
+		acc.Choices[1].Message.Content != r.Choices[1].Message.Content || acc.Usage.TotalTokens == 0 {
+		t.Fatalf("fan-out stream: %v %+v", s.Err(), acc.ChatCompletion)
 	}
 	lim := openai.NewClient(option.WithBaseURL(f.url+"/v1"), option.WithAPIKey("gk-limited"), option.WithMaxRetries(0), option.WithHTTPClient(f.hc))
 	if _, err := lim.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "gpt", Messages: user}); err != nil {
