@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"time"
 
@@ -335,6 +336,9 @@ func (c *Call) End(res *llm.ChatResult, meta llm.ResponseMeta, usage llm.Usage, 
 // The conventions' message shapes, as JSON strings.
 type msgPart struct {
 	Type      string `json:"type"`
+	Modality  string `json:"modality,omitempty"`
+	MIMEType  string `json:"mime_type,omitempty"`
+	URI       string `json:"uri,omitempty"`
 	Content   string `json:"content,omitempty"`
 	ID        string `json:"id,omitempty"`
 	Name      string `json:"name,omitempty"`
@@ -355,13 +359,12 @@ func inputMessages(ms []llm.Message) string {
 		if m.Role == llm.RoleTool {
 			om.Parts = append(om.Parts, msgPart{Type: "tool_call_response", ID: m.ToolCallID, Response: m.Content})
 		} else {
+			om.Parts = appendReasoning(om.Parts, m.Reasoning, m.ThinkingBlocks)
 			if m.Content != "" {
 				om.Parts = append(om.Parts, msgPart{Type: "text", Content: m.Content})
 			}
 			for _, p := range m.Parts {
-				if p.Text != "" {
-					om.Parts = append(om.Parts, msgPart{Type: "text", Content: p.Text})
-				}
+				om.Parts = appendPart(om.Parts, p)
 			}
 			for _, tc := range m.ToolCalls {
 				om.Parts = append(om.Parts, msgPart{Type: "tool_call", ID: tc.ID, Name: tc.Name, Arguments: json.RawMessage(orNull(tc.Arguments))})
@@ -375,6 +378,7 @@ func inputMessages(ms []llm.Message) string {
 
 func outputMessages(res *llm.ChatResult) string {
 	om := msg{Role: "assistant", FinishReason: string(res.FinishReason)}
+	om.Parts = appendReasoning(om.Parts, res.Reasoning, res.ThinkingBlocks)
 	if res.Content != "" {
 		om.Parts = append(om.Parts, msgPart{Type: "text", Content: res.Content})
 	}
@@ -383,6 +387,38 @@ func outputMessages(res *llm.ChatResult) string {
 	}
 	b, _ := json.Marshal([]msg{om})
 	return string(b)
+}
+
+// appendPart appends a request part: text, or media as the conventions'
+// "uri" part (by URL) or "blob" part (inline bytes, base64), with its
+// modality (image, document) and MIME type.
+func appendPart(ps []msgPart, p llm.Part) []msgPart {
+	switch {
+	case p.Type == llm.PartText || p.Type == "":
+		if p.Text != "" {
+			ps = append(ps, msgPart{Type: "text", Content: p.Text})
+		}
+	case p.URL != "":
+		ps = append(ps, msgPart{Type: "uri", Modality: string(p.Type), MIMEType: p.MIMEType, URI: p.URL})
+	case len(p.Data) > 0:
+		ps = append(ps, msgPart{Type: "blob", Modality: string(p.Type), MIMEType: p.MIMEType, Content: base64.StdEncoding.EncodeToString(p.Data)})
+	}
+	return ps
+}
+
+// appendReasoning appends an assistant's reasoning as "reasoning" parts:
+// its plain text, or else each thinking block's readable text (redacted
+// and encrypted blocks carry none).
+func appendReasoning(ps []msgPart, text string, blocks []llm.ThinkingBlock) []msgPart {
+	if text != "" {
+		return append(ps, msgPart{Type: "reasoning", Content: text})
+	}
+	for _, b := range blocks {
+		if b.Text != "" && !b.Redacted {
+			ps = append(ps, msgPart{Type: "reasoning", Content: b.Text})
+		}
+	}
+	return ps
 }
 
 func orNull(s string) string {

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -84,5 +85,64 @@ func TestLibrariesUseTheAPIOnly(t *testing.T) {
 		if sdk(d) {
 			t.Errorf("telemetry, pipeline or batch reaches %s", d)
 		}
+	}
+}
+
+// TestContentMessagesShape: recorded content is shaped as the GenAI
+// conventions' message parts: an image by URL is a "uri" part, inline
+// bytes a "blob" part (base64 content, modality, mime type), an
+// assistant's reasoning a "reasoning" part, beside text, tool calls and
+// tool results; the output message carries its reasoning and finish reason.
+func TestContentMessagesShape(t *testing.T) {
+	in := inputMessages([]llm.Message{
+		llm.SystemText("be brief"),
+		{Role: llm.RoleUser, Parts: []llm.Part{llm.TextPart("what is this?"), {Type: llm.PartImage, MIMEType: "image/png", URL: "https://example.com/a.png"},
+			llm.ImagePart("image/jpeg", []byte{1, 2, 3}), {Type: llm.PartDocument, MIMEType: "application/pdf", Data: []byte("%PDF")}}},
+		{Role: llm.RoleAssistant, Reasoning: "think first", ToolCalls: []llm.ToolCall{{ID: "c1", Name: "look", Arguments: `{"q":1}`}}},
+		{Role: llm.RoleTool, ToolCallID: "c1", Content: "found"},
+	})
+	var got []struct {
+		Role  string           `json:"role"`
+		Parts []map[string]any `json:"parts"`
+	}
+	if err := json.Unmarshal([]byte(in), &got); err != nil {
+		t.Fatalf("%v: %s", err, in)
+	}
+	shape := func(ps []map[string]any) string {
+		var out []string
+		for _, p := range ps {
+			s := fmt.Sprint(p["type"])
+			for _, k := range []string{"modality", "mime_type", "uri", "content", "name", "response"} {
+				if v, ok := p[k]; ok {
+					s += fmt.Sprintf(" %s=%v", k, v)
+				}
+			}
+			out = append(out, s)
+		}
+		return strings.Join(out, "; ")
+	}
+	want := []string{
+		"system: text content=be brief",
+		"user: text content=what is this?; uri modality=image mime_type=image/png uri=https://example.com/a.png; blob modality=image mime_type=image/jpeg content=AQID; blob modality=document mime_type=application/pdf content=JVBERg==",
+		"assistant: reasoning content=think first; tool_call name=look",
+		"tool: tool_call_response response=found",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d messages: %s", len(got), in)
+	}
+	for i, m := range got {
+		if g := m.Role + ": " + shape(m.Parts); g != want[i] {
+			t.Errorf("message %d: %s\nwant %s", i, g, want[i])
+		}
+	}
+	out := outputMessages(&llm.ChatResult{Content: "a cat", Reasoning: "looked at it", FinishReason: llm.FinishStop})
+	var o []struct {
+		Role         string           `json:"role"`
+		Parts        []map[string]any `json:"parts"`
+		FinishReason string           `json:"finish_reason"`
+	}
+	if err := json.Unmarshal([]byte(out), &o); err != nil || len(o) != 1 || o[0].Role != "assistant" || o[0].FinishReason != "stop" ||
+		shape(o[0].Parts) != "reasoning content=looked at it; text content=a cat" {
+		t.Fatalf("output messages %s (%v)", out, err)
 	}
 }
