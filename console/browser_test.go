@@ -36,7 +36,8 @@ func chromiumPath(t *testing.T) string {
 
 // artifacts is where screenshots go: $CHORUS_TEST_ARTIFACTS/<test>, else
 // the test's temporary directory. CHORUS_CONSOLE_SHOTS, when set, is a
-// directory that gets a copy (make the README's screenshots with it).
+// directory that gets a copy (make the README's screenshots with it),
+// relative to the module's root unless absolute.
 func artifacts(t *testing.T) string {
 	if d := os.Getenv("CHORUS_TEST_ARTIFACTS"); d != "" {
 		dir := filepath.Join(d, t.Name())
@@ -119,6 +120,11 @@ func shoot(t *testing.T, ctx context.Context, dir, name string) {
 		t.Fatal(err)
 	}
 	if shots := os.Getenv("CHORUS_CONSOLE_SHOTS"); shots != "" {
+		if !filepath.IsAbs(shots) {
+			// Relative to the module's root, where the README's command
+			// runs (go test runs in the package's directory).
+			shots = filepath.Join("..", shots)
+		}
 		if err := os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644); err != nil {
 			t.Fatal(err)
 		}
