@@ -404,3 +404,50 @@ func TestBatchExpires(t *testing.T) {
 		t.Errorf("cancelling an expired batch: %d %s", a.status, a.body)
 	}
 }
+
+// TestBatchExpiresAcrossRestart: a batch a stopped gateway left running is
+// expired by the next one when its expires_at has passed meanwhile: no
+// line runs again, the unanswered ones go to the error file.
+func TestBatchExpiresAcrossRestart(t *testing.T) {
+	opts := batchKeys()
+	opts.FilesDir = t.TempDir()
+	opts.BatchConcurrency = 1
+	f := newFixture(t, opts)
+	f.up.Push(llmtest.Text("first"), llmtest.Fail(llmtest.Fault{Kind: llmtest.FaultStall, Stall: 5 * time.Minute}))
+	var in strings.Builder
+	for _, id := range []string{"a", "b", "c"} {
+		in.WriteString(`{"custom_id":"` + id + `","method":"POST","url":"/v1/chat/completions","body":{"model":"openai/gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}}` + "\n")
+	}
+	var file struct{ ID string }
+	decode(t, f.upload(t, "gk-batcher", "batch", "in.jsonl", []byte(in.String())).body, &file)
+	var created batchObj
+	decode(t, f.do(t, "POST", "/v1/batches", `{"input_file_id":"`+file.ID+`","endpoint":"/v1/chat/completions","completion_window":"24h"}`, "Authorization", "Bearer gk-batcher").body, &created)
+	for deadline := time.Now().Add(10 * time.Second); f.up.Count() < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the second line never reached the provider")
+		}
+	}
+	if err := f.h.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	waitNoneInFlight(t, f)
+	later := opts
+	later.Now = func() time.Time { return time.Now().Add(25 * time.Hour) } // the window has passed
+	h2, err := gateway.New(f.rt, later)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h2.Close(t.Context())
+	f.cur.Store(h2)
+	b := f.waitBatch(t, "gk-batcher", created.ID)
+	if b.Status != "expired" || b.RequestCounts.Completed != 1 || b.RequestCounts.Failed != 2 || b.OutputFileID == nil || b.ErrorFileID == nil {
+		t.Fatalf("batch %+v", b)
+	}
+	el := lines(f.do(t, "GET", "/v1/files/"+*b.ErrorFileID+"/content", "", "Authorization", "Bearer gk-batcher").body)
+	if len(el) != 2 || el[0]["custom_id"] != "b" || el[1]["custom_id"] != "c" || el[0]["error"].(map[string]any)["code"] != "batch_expired" {
+		t.Fatalf("error lines %v", el)
+	}
+	if n := f.up.Count(); n != 2 {
+		t.Errorf("%d upstream calls, want 2 (nothing ran after the window)", n)
+	}
+}
