@@ -66,6 +66,7 @@ type callTrace struct {
 // when the next placement asks it).
 type admission struct {
 	askedAt, cooledTo time.Time
+	ahead             int // requests queued at the credential when it asked
 	cooled            *cred
 	cooledBy          time.Time
 }
@@ -87,14 +88,16 @@ func (rt *Runtime) startTrace(ctx context.Context, op, model string, targets []t
 
 // asking notes that a placement asks c for admission at now (place): the
 // cooldown c is in, if any, is the part of the wait wrap reports as
-// cooling down. Nothing when the call records nothing.
+// cooling down, and the requests queued at c wait ahead of it. Nothing
+// when the call records nothing.
 func (ct *callTrace) asking(c *cred, now time.Time) {
 	a := ct.adm
 	if a == nil {
 		return
 	}
-	a.askedAt, a.cooledTo = now, time.Time{}
-	if _, _, cd := c.ref.Load(); cd.After(now) {
+	q, _, cd := c.ref.Load()
+	a.askedAt, a.cooledTo, a.ahead = now, time.Time{}, q
+	if cd.After(now) {
 		a.cooledTo = cd
 	}
 	if c == a.cooled && a.cooledBy.After(a.cooledTo) {
@@ -137,7 +140,7 @@ func (ct *callTrace) wrap(call func(ctx context.Context, c *cred, model string) 
 			cool = end.Sub(a.askedAt)
 		}
 		ct.tc.SetTarget(ct.step(c, model), c.provider, model, c.server, c.port)
-		ct.tc.Admitted(now.Sub(ct.prev), cool, c.fp, c.index)
+		ct.tc.Admitted(now.Sub(ct.prev), cool, a.ahead, c.fp, c.index)
 		ctx = providers.WithAttemptHook(ctx, func(ev providers.AttemptEvent) {
 			ct.tc.Attempt(ev.Attempt, ev.Status, ev.ErrClass, ev.Duration, ev.Wait)
 		})

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -601,5 +603,59 @@ func TestTelemetrySharedLimitGauges(t *testing.T) {
 		if got := strings.Join(series, " "); got != want {
 			t.Errorf("%s: series %q, want %q", name, got, want)
 		}
+	}
+}
+
+// TestTelemetryQueuedAhead: a call's span says how many requests waited
+// ahead of it in its credential's queue when it asked
+// (chorus.admission.queued_ahead): with one request at a time, the second
+// call waits behind the first one in flight with nobody queued ahead, the
+// third behind the second.
+func TestTelemetryQueuedAhead(t *testing.T) {
+	srv := llmtest.NewServer(llmtest.WithLatency(300*time.Millisecond, 0))
+	defer srv.Close()
+	rig := newTelRig(t)
+	rt := newRT(t, WithProvider(openaiCfg(srv, key)), WithLimits("openai", Limits{MaxConcurrency: 1}), WithTelemetry(rig.tel))
+	ref := rt.groups["openai"].creds[0].ref
+	var wg sync.WaitGroup
+	call := func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := rt.Chat(ctxT(t, 10*time.Second), req("openai/m")); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	waitFor := func(what string, ok func(q, f int) bool) {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			q, f, _ := ref.Load()
+			if ok(q, f) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("never %s (queued %d, in flight %d)", what, q, f)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	call()
+	waitFor("one in flight", func(q, f int) bool { return f == 1 })
+	call()
+	waitFor("one queued", func(q, f int) bool { return q == 1 })
+	call()
+	wg.Wait()
+	var ahead []int64
+	for _, sp := range rig.ended() {
+		v, ok := attrs(sp)["chorus.admission.queued_ahead"]
+		if !ok {
+			t.Fatalf("span without chorus.admission.queued_ahead: %v", sp.Attributes())
+		}
+		ahead = append(ahead, v.AsInt64())
+	}
+	slices.Sort(ahead)
+	if fmt.Sprint(ahead) != "[0 0 1]" {
+		t.Fatalf("queued ahead %v, want [0 0 1]", ahead)
 	}
 }

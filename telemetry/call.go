@@ -26,6 +26,7 @@ const (
 	AttrCredentialShared = attribute.Key("chorus.credential.shared")
 	AttrAdmissionWait    = attribute.Key("chorus.admission.wait")
 	AttrCooldownWait     = attribute.Key("chorus.admission.cooldown_wait") // the part of the admission wait spent cooling down
+	AttrQueuedAhead      = attribute.Key("chorus.admission.queued_ahead")  // requests ahead in the credential's queue when the call asked
 	AttrCooldownRefused  = attribute.Key("chorus.cooldown.refused")        // the admission was refused (cooling down past the deadline)
 	AttrAttempts         = attribute.Key("chorus.attempts")
 	AttrAttempt          = attribute.Key("chorus.attempt")
@@ -170,16 +171,19 @@ func (c *Call) SetTarget(step int, provider, model, server string, port int) {
 
 // Admitted records an admission: the wait (from the placement's start to
 // the grant), the part of it the credential spent cooling down (a cooldown
-// under way when the call asked), and the credential (by its fingerprint,
-// never its key). The rest of the wait was the queue and the pacer.
-func (c *Call) Admitted(wait, cooldown time.Duration, fingerprint string, index int) {
+// under way when the call asked), how many requests waited ahead of it in
+// the credential's queue when it asked, and the credential (by its
+// fingerprint, never its key). The rest of the wait was the queue and the
+// pacer: with nobody ahead, the pacer's alone.
+func (c *Call) Admitted(wait, cooldown time.Duration, queuedAhead int, fingerprint string, index int) {
 	if !c.on {
 		return
 	}
 	c.t.inst.admissionWait.Record(c.ctx, wait.Seconds(), metric.WithAttributes(ProviderName(c.provider)))
 	if c.span.IsRecording() {
-		c.span.SetAttributes(AttrCredential.String(fingerprint), AttrCredentialIdx.Int(index), AttrAdmissionWait.Float64(wait.Seconds()), AttrCooldownWait.Float64(cooldown.Seconds()))
-		c.span.AddEvent(EventAdmitted, trace.WithAttributes(AttrCredential.String(fingerprint), AttrAdmissionWait.Float64(wait.Seconds()), AttrCooldownWait.Float64(cooldown.Seconds())))
+		kv := []attribute.KeyValue{AttrCredential.String(fingerprint), AttrAdmissionWait.Float64(wait.Seconds()), AttrCooldownWait.Float64(cooldown.Seconds()), AttrQueuedAhead.Int(queuedAhead)}
+		c.span.SetAttributes(append(kv, AttrCredentialIdx.Int(index))...)
+		c.span.AddEvent(EventAdmitted, trace.WithAttributes(kv...))
 	}
 }
 
