@@ -181,9 +181,10 @@ func (c *Call) Admitted(wait, cooldown time.Duration, queuedAhead int, fingerpri
 	}
 	c.t.inst.admissionWait.Record(c.ctx, wait.Seconds(), metric.WithAttributes(ProviderName(c.provider)))
 	if c.span.IsRecording() {
-		kv := []attribute.KeyValue{AttrCredential.String(fingerprint), AttrAdmissionWait.Float64(wait.Seconds()), AttrCooldownWait.Float64(cooldown.Seconds()), AttrQueuedAhead.Int(queuedAhead)}
-		c.span.SetAttributes(append(kv, AttrCredentialIdx.Int(index))...)
-		c.span.AddEvent(EventAdmitted, trace.WithAttributes(kv...))
+		kv := []attribute.KeyValue{AttrCredential.String(fingerprint), AttrAdmissionWait.Float64(wait.Seconds()), AttrCooldownWait.Float64(cooldown.Seconds()),
+			AttrQueuedAhead.Int(queuedAhead), AttrCredentialIdx.Int(index)}
+		c.span.SetAttributes(kv...)
+		c.span.AddEvent(EventAdmitted, trace.WithAttributes(kv[:4]...)) // the index is the span's
 	}
 }
 
