@@ -616,6 +616,8 @@ func (h *Handler) validateBatch(path, endpoint string, ks *keyState) (int, []ope
 			add(lineNo, "invalid_url", "url", fmt.Sprintf("the line's url %q is not the batch's endpoint %q", l.URL, endpoint))
 		case l.Body.Model == "":
 			add(lineNo, "missing_required_parameter", "body.model", "the line names no model")
+		case h.opts.FanOut[l.Body.Model] != nil:
+			add(lineNo, "invalid_value", "body.model", fmt.Sprintf("%q is a fan-out alias: a batch line has one answer", l.Body.Model))
 		case ks != nil && !ks.allows(l.Body.Model):
 			add(lineNo, "model_not_allowed", "body.model", fmt.Sprintf("gateway key %q may not call model %q", ks.key.Name, l.Body.Model))
 		}

@@ -135,6 +135,15 @@ func TestFanOutAlias(t *testing.T) {
 	if !strings.Contains(strings.Join(ids, ","), "trio") {
 		t.Errorf("models %v", ids)
 	}
+	// A batch line naming a fan-out fails the batch's validation.
+	in := `{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":` + body + "}\n"
+	var file struct{ ID string }
+	decode(t, f.upload(t, "gk-all", "batch", "in.jsonl", []byte(in)).body, &file)
+	var created batchObj
+	decode(t, f.do(t, "POST", "/v1/batches", `{"input_file_id":"`+file.ID+`","endpoint":"/v1/chat/completions","completion_window":"24h"}`, auth...).body, &created)
+	if b := f.waitBatch(t, "gk-all", created.ID); b.Status != "failed" || b.Errors == nil || len(b.Errors.Data) != 1 || !strings.Contains(b.Errors.Data[0].Message, "fan-out") {
+		t.Errorf("a batch of a fan-out: %+v", b)
+	}
 	chats := 0
 	for _, r := range f.up.Requests() {
 		if strings.HasSuffix(r.Path, "/chat/completions") {

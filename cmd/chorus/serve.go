@@ -29,9 +29,11 @@ aliases of the config file, with Chorus's pacing and fallbacks. Prints
 "listening http://HOST:PORT" once it accepts connections.
 
 Clients authenticate with the gateway keys of the config file (gateway:
-keys:), sent the way their SDK sends its key. With no gateway key the
-gateway serves loopback only and refuses any other address. Provider keys
-are never taken from clients.
+keys:, each with its models, rpm, tpm, concurrency and budget_usd), sent
+the way their SDK sends its key. With no gateway key the gateway serves
+loopback only and refuses any other address. Provider keys are never
+taken from clients. gateway: fan_out: names fan-out aliases, answered on
+/v1/chat/completions with a choice per model.
 
       --addr HOST:PORT   listen address (default 127.0.0.1:8080)
       --config FILE      chorus.yaml (aliases, providers, limits, gateway keys)
