@@ -540,6 +540,49 @@ func TestReadingDoesNotActivate(t *testing.T) {
 	}
 }
 
+// TestListLimitKeepsLiveSessions: past Options.ListLimit a list looks at
+// the last ids and at every session the process runs or parked with an
+// approval pending: a waiting session whose id sorts first is still on
+// the Approvals page and in the waiting_approval filter.
+func TestListLimitKeepsLiveSessions(t *testing.T) {
+	k := newKit(t, kitOpts{limit: 2, idle: 50 * time.Millisecond})
+	in := k.refundSession("a-waits")
+	for _, id := range []string{"z1", "z2", "z3"} {
+		if err := k.m.Send(ctxT(t, 10*time.Second), id, llm.UserText("hello")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := k.m.Wait(ctxT(t, 10*time.Second), id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// All passivate by idleness; a-waits is parked with its approval.
+	deadline := time.Now().Add(15 * time.Second)
+	for !slices.Equal(k.m.Live(), []string{"a-waits"}) {
+		if time.Now().After(deadline) {
+			t.Fatalf("live sessions %q", k.m.Live())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var aps ApprovalsView
+	k.do(req{path: APIPrefix + "approvals", bearer: testToken}).json(t, &aps)
+	if len(aps.Approvals) != 1 || aps.Approvals[0].Session != "a-waits" || aps.Approvals[0].Interrupt != in.ID {
+		t.Fatalf("approvals past the list's limit: %+v", aps)
+	}
+	var list SessionsView
+	k.do(req{path: APIPrefix + "sessions?state=waiting_approval", bearer: testToken}).json(t, &list)
+	if !list.Truncated || len(list.Sessions) != 1 || list.Sessions[0].ID != "a-waits" {
+		t.Fatalf("waiting sessions past the list's limit: %+v", list)
+	}
+	k.do(req{path: APIPrefix + "sessions", bearer: testToken}).json(t, &list)
+	var ids []string
+	for _, s := range list.Sessions {
+		ids = append(ids, s.ID)
+	}
+	if !slices.Equal(ids, []string{"a-waits", "z2", "z3"}) {
+		t.Fatalf("listed %q; want the waiting session and the last two", ids)
+	}
+}
+
 // TestStalledStreamNeverBlocksTheSession: a client that opens a session's
 // stream and never reads does not hold the session up.
 func TestStalledStreamNeverBlocksTheSession(t *testing.T) {

@@ -14,6 +14,9 @@ import (
 // journal for the list and timelines.
 type sessions interface {
 	list(ctx context.Context) ([]string, error)
+	// live are the sessions that may be running or waiting for approval
+	// (nil when not known): a list looks at them past its limit.
+	live() []string
 	// snapshot reads a session's state without activating it.
 	snapshot(ctx context.Context, id string) (*session.Snapshot, error)
 	timeline(ctx context.Context, id string) ([]session.TimelineEntry, error)
@@ -28,6 +31,7 @@ type sessions interface {
 type managerSessions struct{ m *session.Manager }
 
 func (s managerSessions) list(ctx context.Context) ([]string, error) { return s.m.Sessions(ctx) }
+func (s managerSessions) live() []string                             { return s.m.Live() }
 func (s managerSessions) snapshot(ctx context.Context, id string) (*session.Snapshot, error) {
 	return s.m.Peek(ctx, id)
 }
@@ -78,6 +82,8 @@ func (s clusterSessions) list(ctx context.Context) ([]string, error) {
 	}
 	return s.j.Sessions(ctx)
 }
+
+func (s clusterSessions) live() []string { return nil }
 
 // snapshot reads the session from the cluster's journal, which activates
 // it nowhere (without a journal, from the member running it).

@@ -57,8 +57,10 @@ type Options struct {
 	Loopback bool
 	// Tick is the period of the live tables' streams (default 1s).
 	Tick time.Duration
-	// ListLimit bounds the sessions a list looks at, newest ids last
-	// (default 500).
+	// ListLimit bounds the sessions a list looks at: the last ids in the
+	// journal's order (sorted by id), plus, with a local Manager, every
+	// session it runs or holds with approvals pending (Manager.Live), so
+	// that the Approvals page misses none of this process's (default 500).
 	ListLimit int
 	// Logger receives the console's log lines (default: discarded).
 	Logger *slog.Logger

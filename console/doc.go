@@ -81,7 +81,11 @@
 //
 //   - Reading sessions (the lists, the Approvals page, one session's page)
 //     activates none: the list is the journal's (Manager.Sessions), the
-//     last Options.ListLimit ids at most, and each session's state is
+//     last Options.ListLimit ids at most (sorted by id) plus every session
+//     the local Manager runs or parked with approvals pending
+//     (Manager.Live: no waiting approval of this process is left out; on a
+//     cluster member the limit is the journal's last ids only), and each
+//     session's state is
 //     session.Manager.Peek's (an active session's snapshot from its actor,
 //     a passivated one's replayed from the journal, marked passive). On a
 //     cluster member every session's state is replayed from the cluster's

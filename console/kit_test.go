@@ -54,6 +54,8 @@ type kitOpts struct {
 	loopback bool
 	noToken  bool
 	tick     time.Duration
+	limit    int           // Options.ListLimit
+	idle     time.Duration // session.Options.IdleTimeout
 }
 
 func newKit(t *testing.T, o kitOpts) *kit {
@@ -85,7 +87,7 @@ func newKit(t *testing.T, o kitOpts) *kit {
 	schema := json.RawMessage(`{"type":"object","properties":{"order":{"type":"integer"}}}`)
 	k.mopt = session.Options{
 		Journal: j, Model: rt, ModelName: "sim/echo", Media: session.NewLocalMedia(filepath.Join(dir, "media")),
-		ApprovalTimeout: 30 * time.Minute,
+		ApprovalTimeout: 30 * time.Minute, IdleTimeout: o.idle,
 		Tools: []session.Tool{
 			{Def: llm.Tool{Name: "refund", Description: "refund an order", Parameters: schema}, Effect: session.EffectNonIdempotentWrite,
 				Handler: func(ctx context.Context, c session.Call) (session.Result, error) {
@@ -119,7 +121,7 @@ func newKit(t *testing.T, o kitOpts) *kit {
 	if tick == 0 {
 		tick = 100 * time.Millisecond
 	}
-	k.hopt = Options{Runtime: rt, Sessions: m, Batches: k.reg, Token: token, Loopback: o.loopback, Tick: tick}
+	k.hopt = Options{Runtime: rt, Sessions: m, Batches: k.reg, Token: token, Loopback: o.loopback, Tick: tick, ListLimit: o.limit}
 	k.serve()
 	k.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { k.cur.Load().ServeHTTP(w, r) }))
 	t.Cleanup(k.srv.Close)

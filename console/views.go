@@ -290,8 +290,9 @@ func summaryOf(s *session.Snapshot) SessionSummary {
 
 var errNoSessions = errors.New("console: no session manager")
 
-// snapshots reads the listed sessions (the last ListLimit ids) without
-// activating them: a session that vanished or fails is left out.
+// snapshots reads the listed sessions (the last ListLimit ids, and the
+// live ones past them) without activating them: a session that vanished or
+// fails is left out.
 func (h *Handler) snapshots(ctx context.Context) ([]*session.Snapshot, bool, error) {
 	if h.sess == nil {
 		return nil, false, errNoSessions
@@ -302,7 +303,17 @@ func (h *Handler) snapshots(ctx context.Context) ([]*session.Snapshot, bool, err
 	}
 	truncated := false
 	if len(ids) > h.opt.ListLimit {
-		ids, truncated = ids[len(ids)-h.opt.ListLimit:], true
+		// The last ids, and every session that may be running or waiting
+		// for approval, wherever it sorts.
+		last := ids[len(ids)-h.opt.ListLimit:]
+		kept := slices.Clone(last)
+		for _, id := range h.sess.live() {
+			if _, found := slices.BinarySearch(last, id); !found {
+				kept = append(kept, id)
+			}
+		}
+		slices.Sort(kept)
+		ids, truncated = kept, true
 	}
 	out := make([]*session.Snapshot, 0, len(ids))
 	for _, id := range ids {

@@ -2,6 +2,7 @@ package session
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -45,6 +46,9 @@ func TestPeekDoesNotActivate(t *testing.T) {
 		}
 		if act := h.m.active(); len(act) != 0 {
 			t.Fatalf("Peek activated %q", act)
+		}
+		if live := h.m.Live(); !slices.Equal(live, []string{"b"}) {
+			t.Fatalf("live sessions %q, want b (parked with its approval)", live)
 		}
 	}
 	// An active session's snapshot is its actor's.

@@ -145,3 +145,22 @@ func (a *sessionActor) currentStep() StepKind {
 	}
 	return StepCallTool
 }
+
+// Live returns the ids of the sessions this Manager holds, sorted: those
+// its actors run (a turn in progress among them) and the passivated ones
+// it parked with approvals pending (by idleness or Recover). Every session
+// of the process waiting for an approval or running a turn is among them;
+// a console looks at them whatever else it leaves out of a long list.
+func (m *Manager) Live() []string {
+	m.mu.Lock()
+	ids := make([]string, 0, len(m.actors)+len(m.parked))
+	for id := range m.actors {
+		ids = append(ids, id)
+	}
+	for id := range m.parked {
+		ids = append(ids, id)
+	}
+	m.mu.Unlock()
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
