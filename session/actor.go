@@ -25,6 +25,7 @@ type (
 		Interrupt string
 		Approved  bool
 		Reason    string
+		From      trace.SpanContext // the resolver's span (telemetry.go)
 	}
 	msgCancel   struct{}
 	msgSnapshot struct{}

@@ -96,6 +96,7 @@ func (a *sessionActor) onResolve(msg msgResolve) {
 		return
 	}
 	a.respond(nil, nil)
+	a.sent(msg.From) // telemetry.go: the turn links the resolver's span, or resumes under it
 	if tm := a.timers["expire/"+c.ID]; tm != nil {
 		tm.Stop()
 		delete(a.timers, "expire/"+c.ID)

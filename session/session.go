@@ -499,7 +499,7 @@ func (m *Manager) Send(ctx context.Context, id string, msg llm.Message) error {
 // call then runs; a rejected one ends rejected with reason, which the
 // model sees.
 func (m *Manager) Resolve(ctx context.Context, id, interrupt string, approved bool, reason string) error {
-	_, err := m.call(ctx, id, msgResolve{Interrupt: interrupt, Approved: approved, Reason: reason})
+	_, err := m.call(ctx, id, msgResolve{Interrupt: interrupt, Approved: approved, Reason: reason, From: sentFrom(ctx)})
 	return err
 }
 

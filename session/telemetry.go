@@ -61,15 +61,17 @@ func (a *sessionActor) traceState() *sessionTrace {
 	return a.trace
 }
 
-// sentFrom returns the span a Send runs under (msgSend.From): the turn
-// that takes its message joins that trace.
+// sentFrom returns the span a Send or Resolve runs under (msgSend.From,
+// msgResolve.From): the turn that takes its message, or goes on with its
+// resolution, joins that trace.
 func sentFrom(ctx context.Context) trace.SpanContext { return trace.SpanContextFromContext(ctx) }
 
-// sent notes that a message sent under sc is in the journal: the next turn
-// to start is sc's child (the first such message's, the others' are links
-// on it), and a turn already running, which takes the message at its next
-// step, gets a link to sc. A Send under no span changes nothing: its turn
-// starts a trace of its own.
+// sent notes that a message sent, or an approval resolved, under sc is in
+// the journal: the next turn span to start (a new turn, or one resumed by
+// a new actor after a passivation) is sc's child (the first such
+// request's, the others' are links on it), and a turn span already open,
+// which takes the message at its next step or goes on with the resolved
+// call, gets a link to sc. A request under no span changes nothing.
 func (a *sessionActor) sent(sc trace.SpanContext) {
 	if !sc.IsValid() {
 		return

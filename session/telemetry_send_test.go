@@ -3,9 +3,11 @@ package session
 import (
 	"context"
 	"testing"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/llmtest"
@@ -15,7 +17,8 @@ import (
 // TestTurnJoinsTheSendersTrace: the turn a Send starts is a child of the
 // sender's span (one trace from the caller through the turn, its model
 // steps and tools); a message sent while a turn runs, taken by that turn,
-// is a link on its span; a Send with no span starts a trace of its own.
+// is a link on its span, and so is the Resolve of its approval; a Send
+// with no span starts a trace of its own.
 func TestTurnJoinsTheSendersTrace(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
@@ -41,9 +44,11 @@ func TestTurnJoinsTheSendersTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	spanB.End()
-	if err := h.m.Resolve(ctx, "s", pend[0].ID, true, "ok"); err != nil {
+	ctxR, spanR := caller.Start(ctx, "R")
+	if err := h.m.Resolve(ctxR, "s", pend[0].ID, true, "ok"); err != nil {
 		t.Fatal(err)
 	}
+	spanR.End()
 	if r := h.wait("s"); r.Status != TurnCompleted {
 		t.Fatalf("turn %+v", r)
 	}
@@ -67,14 +72,58 @@ func TestTurnJoinsTheSendersTrace(t *testing.T) {
 	if first.Parent().SpanID() != spanA.SpanContext().SpanID() || first.SpanContext().TraceID() != spanA.SpanContext().TraceID() {
 		t.Errorf("first turn's parent %v trace %v, want the sender's span %v", first.Parent().SpanID(), first.SpanContext().TraceID(), spanA.SpanContext())
 	}
-	linked := false
-	for _, lk := range first.Links() {
-		linked = linked || lk.SpanContext.SpanID() == spanB.SpanContext().SpanID()
-	}
-	if !linked {
-		t.Errorf("first turn's links %v lack the queued message's sender %v", first.Links(), spanB.SpanContext().SpanID())
+	for _, sp := range []trace.Span{spanB, spanR} {
+		linked := false
+		for _, lk := range first.Links() {
+			linked = linked || lk.SpanContext.SpanID() == sp.SpanContext().SpanID()
+		}
+		if !linked {
+			t.Errorf("first turn's links %v lack %v (the queued message's sender, then the resolver)", first.Links(), sp.SpanContext().SpanID())
+		}
 	}
 	if second.Parent().IsValid() || second.SpanContext().TraceID() == spanA.SpanContext().TraceID() || second.SpanContext().TraceID() == spanB.SpanContext().TraceID() {
 		t.Errorf("a turn sent with no span has parent %v in trace %v", second.Parent(), second.SpanContext().TraceID())
+	}
+}
+
+// TestResumedTurnJoinsTheResolversTrace: a turn passivated while it waits
+// for an approval ends its span (suspended); the Resolve that wakes it
+// starts the resumed turn's span as the resolver's child.
+func TestResumedTurnJoinsTheResolversTrace(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer tp.Shutdown(context.Background())
+	var l ledger
+	h := newHarness(t, Options{
+		Telemetry:   telemetry.New(telemetry.WithTracerProvider(tp)),
+		IdleTimeout: 10 * time.Millisecond,
+		Tools:       []Tool{tool(&l, "refund", EffectNonIdempotentWrite, ok("r"))},
+	})
+	h.srv.Push(llmtest.ToolCalls(call("c1", "refund", `{}`)), llmtest.Text("refunded"))
+	h.send("s", "refund order 7")
+	p := h.pending("s", 1)[0]
+	until(t, "passivated", func() bool { return len(h.m.active()) == 0 })
+	ctxR, spanR := tp.Tracer("caller").Start(ctx10(t), "R")
+	if err := h.m.Resolve(ctxR, "s", p.ID, true, "ok"); err != nil {
+		t.Fatal(err)
+	}
+	spanR.End()
+	if r := h.wait("s"); r.Answer != "refunded" {
+		t.Fatalf("turn %+v", r)
+	}
+	if err := h.m.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var turns []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == "invoke_agent" {
+			turns = append(turns, s)
+		}
+	}
+	if len(turns) != 2 {
+		t.Fatalf("%d turn spans, want the suspended one and the resumed one", len(turns))
+	}
+	if got := turns[1].Parent().SpanID(); got != spanR.SpanContext().SpanID() {
+		t.Fatalf("the resumed turn's parent %v, want the resolver's span %v", got, spanR.SpanContext().SpanID())
 	}
 }
