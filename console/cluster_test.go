@@ -2,6 +2,8 @@ package console
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -76,5 +78,96 @@ func TestClusterSources(t *testing.T) {
 	}
 	if _, err := New(Options{Journal: k.j}); err == nil {
 		t.Fatal("a journal without cluster sessions was accepted")
+	}
+}
+
+// owner is the kit's current Manager seen as RemoteSessions: what
+// *cluster.Sessions does, routing each call to the node that runs the
+// session; a restart of the kit is a failover to another node.
+type owner struct{ k *kit }
+
+func (o owner) Send(ctx context.Context, id string, msg llm.Message) error {
+	return o.k.m.Send(ctx, id, msg)
+}
+func (o owner) Resolve(ctx context.Context, id, in string, ok bool, why string) error {
+	return o.k.m.Resolve(ctx, id, in, ok, why)
+}
+func (o owner) CancelTurn(ctx context.Context, id string) error { return o.k.m.CancelTurn(ctx, id) }
+func (o owner) Snapshot(ctx context.Context, id string) (*session.Snapshot, error) {
+	return o.k.m.Snapshot(ctx, id)
+}
+func (o owner) Events(ctx context.Context, id string, after uint64) (<-chan session.Event, func()) {
+	return o.k.m.Events(id, after)
+}
+
+// TestClusterFailoverResume: on a cluster member, a session's stream ends
+// when the node running the session is lost (no last event, so the page's
+// EventSource reconnects), and resuming with the Last-Event-ID it had
+// skips nothing of what the next node does: a gap, then the approval's
+// resolution and the rest of the turn. The session's state is read from
+// the cluster's journal meanwhile, without activating it anywhere.
+func TestClusterFailoverResume(t *testing.T) {
+	k := newKit(t, kitOpts{})
+	in := k.refundSession("fo1")
+	k.hopt = Options{Runtime: k.rt, Cluster: fakeCluster{}, ClusterSessions: owner{k}, Journal: k.j, Token: testToken}
+	h, err := New(k.hopt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	h.Register(mux)
+	k.cur.Store(mux)
+	s := k.openSSE(APIPrefix+"sessions/fo1/events", nil)
+	var lastID string
+	for {
+		e := s.next(t)
+		lastID = e.id
+		if strings.Contains(e.data, `"type":"approval_requested"`) {
+			break
+		}
+	}
+	// The node running fo1 is lost; another takes over the journal.
+	if err := k.m.Close(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	stop := time.AfterFunc(20*time.Second, s.cancel)
+	_, err = s.r.ReadString(0)
+	stop.Stop()
+	if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("the stream of a lost node: %v", err)
+	}
+	s.close()
+	m2, err := session.New(k.mopt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.m = m2
+	var sv SessionView
+	k.do(req{path: APIPrefix + "sessions/fo1", bearer: testToken}).json(t, &sv)
+	if sv.State != StateWaitingApproval || !sv.Passive || len(sv.Approvals) != 1 {
+		t.Fatalf("the session from the journal: %+v", sv.SessionSummary)
+	}
+	if r := k.do(req{method: "POST", path: APIPrefix + "sessions/fo1/approve", body: ResolveRequest{Interrupt: in.ID}, bearer: testToken}); r.status != 200 {
+		t.Fatalf("approve on the next node: %d %s", r.status, r.body)
+	}
+	if _, err := k.m.Wait(ctxT(t, 15*time.Second), "fo1"); err != nil {
+		t.Fatal(err)
+	}
+	s2 := k.openSSE(APIPrefix+"sessions/fo1/events", map[string]string{"Last-Event-ID": lastID})
+	defer s2.close()
+	var types []string
+	for {
+		e := s2.next(t)
+		var ev EventView
+		if err := jsonUnmarshal(e.data, &ev); err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, ev.Type)
+		if ev.Type == "turn_finished" {
+			break
+		}
+	}
+	if len(types) < 3 || types[0] != "gap" || types[1] != "approval_resolved" || k.refunds("fo1") != 1 {
+		t.Fatalf("resumed on the next node with %q (%d refunds)", types, k.refunds("fo1"))
 	}
 }
