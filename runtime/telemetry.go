@@ -66,7 +66,7 @@ type callTrace struct {
 // when the next placement asks it).
 type admission struct {
 	askedAt, cooledTo time.Time
-	ahead             int // requests queued at the credential when it asked
+	ahead             int // requests queued at the credential when it asked; -1: not known here
 	cooled            *cred
 	cooledBy          time.Time
 }
@@ -86,6 +86,15 @@ func (rt *Runtime) startTrace(ctx context.Context, op, model string, targets []t
 	return ctx, ct
 }
 
+// queueKnown reports whether ref's Load counts its queue: a credential's
+// own actor does; another admitter (a cluster's budget owner on another
+// node, a SharedBudget's own type) may queue where this process does not
+// see, and its zero would be a guess (invariant 5).
+func queueKnown(ref actors.Admitter) bool {
+	_, own := ref.(*actors.Ref)
+	return own
+}
+
 // asking notes that a placement asks c for admission at now (place): the
 // cooldown c is in, if any, is the part of the wait wrap reports as
 // cooling down, and the requests queued at c wait ahead of it. Nothing
@@ -96,6 +105,9 @@ func (ct *callTrace) asking(c *cred, now time.Time) {
 		return
 	}
 	q, _, cd := c.ref.Load()
+	if !queueKnown(c.ref) {
+		q = -1
+	}
 	a.askedAt, a.cooledTo, a.ahead = now, time.Time{}, q
 	if cd.After(now) {
 		a.cooledTo = cd
@@ -208,7 +220,9 @@ func (rt *Runtime) registerGauges() {
 					at = metric.WithAttributes(telemetry.ProviderName(c.provider), semconv.ServerAddress(c.server), semconv.ServerPort(c.port), telemetry.AttrCredentialShared.Bool(true))
 				}
 				q, f, _ := c.ref.Load()
-				o.ObserveInt64(queue, int64(q), at)
+				if queueKnown(c.ref) {
+					o.ObserveInt64(queue, int64(q), at)
+				}
 				o.ObserveInt64(inFlight, int64(f), at)
 				s, err := c.ref.Stats(250 * time.Millisecond)
 				if err != nil {

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/chorusrt/chorus/actors"
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/llmtest"
 	"github.com/chorusrt/chorus/providers"
@@ -657,5 +658,55 @@ func TestTelemetryQueuedAhead(t *testing.T) {
 	slices.Sort(ahead)
 	if fmt.Sprint(ahead) != "[0 0 1]" {
 		t.Fatalf("queued ahead %v, want [0 0 1]", ahead)
+	}
+}
+
+// remoteLike is an Admitter whose queue this process does not see (as a
+// cluster's budget owner on another node): its Load reports none queued.
+type remoteLike struct{ actors.Admitter }
+
+func (r remoteLike) Load() (int, int, time.Time) {
+	_, f, cd := r.Admitter.Load()
+	return 0, f, cd
+}
+
+// TestTelemetryQueueUnknownNotGuessed: with an admitter that does not see
+// its credential's queue, a call's span has no chorus.admission.queued_ahead
+// and no queue-length gauge is reported for it (a zero would be a guess);
+// its in-flight gauge and admission wait still are.
+func TestTelemetryQueueUnknownNotGuessed(t *testing.T) {
+	srv := llmtest.NewServer()
+	defer srv.Close()
+	sys := actors.NewSystem(nil)
+	defer sys.Release()
+	budget := func(c Credential) (actors.Admitter, error) {
+		return remoteLike{actors.Spawn(sys, actors.NewCredentialState(c.Provider, c.Index, c.Limits, c.QueueSize))}, nil
+	}
+	rig := newTelRig(t)
+	rt := newRT(t, WithProvider(openaiCfg(srv, key)), WithSharedBudget(budget), WithTelemetry(rig.tel))
+	if _, err := rt.Chat(ctxT(t, 5*time.Second), req("openai/m")); err != nil {
+		t.Fatal(err)
+	}
+	a := attrs(rig.ended()[0])
+	if _, ok := a["chorus.admission.queued_ahead"]; ok {
+		t.Error("chorus.admission.queued_ahead recorded for a queue this process does not see")
+	}
+	if _, ok := a["chorus.admission.wait"]; !ok {
+		t.Error("no chorus.admission.wait")
+	}
+	rm := rig.metrics(t)
+	points := func(name string) int {
+		n := 0
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				if m.Name == name {
+					n += len(m.Data.(metricdata.Gauge[int64]).DataPoints)
+				}
+			}
+		}
+		return n
+	}
+	if q, f := points(telemetry.MetricQueueLength), points(telemetry.MetricInFlight); q != 0 || f != 1 {
+		t.Errorf("queue-length points %d (want 0), in-flight points %d (want 1)", q, f)
 	}
 }

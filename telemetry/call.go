@@ -174,17 +174,21 @@ func (c *Call) SetTarget(step int, provider, model, server string, port int) {
 // under way when the call asked), how many requests waited ahead of it in
 // the credential's queue when it asked, and the credential (by its
 // fingerprint, never its key). The rest of the wait was the queue and the
-// pacer: with nobody ahead, the pacer's alone.
+// pacer: with nobody ahead, the pacer's alone. A negative queuedAhead is
+// not known (the credential's queue is on another node) and not recorded.
 func (c *Call) Admitted(wait, cooldown time.Duration, queuedAhead int, fingerprint string, index int) {
 	if !c.on {
 		return
 	}
 	c.t.inst.admissionWait.Record(c.ctx, wait.Seconds(), metric.WithAttributes(ProviderName(c.provider)))
 	if c.span.IsRecording() {
-		kv := []attribute.KeyValue{AttrCredential.String(fingerprint), AttrAdmissionWait.Float64(wait.Seconds()), AttrCooldownWait.Float64(cooldown.Seconds()),
-			AttrQueuedAhead.Int(queuedAhead), AttrCredentialIdx.Int(index)}
+		kv := []attribute.KeyValue{AttrCredentialIdx.Int(index), AttrCredential.String(fingerprint), AttrAdmissionWait.Float64(wait.Seconds()),
+			AttrCooldownWait.Float64(cooldown.Seconds()), AttrQueuedAhead.Int(queuedAhead)}
+		if queuedAhead < 0 {
+			kv = kv[:4]
+		}
 		c.span.SetAttributes(kv...)
-		c.span.AddEvent(EventAdmitted, trace.WithAttributes(kv[:4]...)) // the index is the span's
+		c.span.AddEvent(EventAdmitted, trace.WithAttributes(kv[1:]...)) // the index is the span's
 	}
 }
 
