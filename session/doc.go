@@ -121,7 +121,12 @@
 // finished. A slow or absent reader never blocks the session; a reader that
 // falls behind gets an EventGap counting what it missed. Events(id, after)
 // resumes after any seq still held. Only completed messages and tool
-// records are durable; events are numbered per process.
+// records are durable; events are not. Each process numbers a session's
+// events from its clock in microseconds, on by one: a reader resuming
+// with a number from an earlier process or another cluster node (below
+// this numbering), or one this process never gave, gets an EventGap first
+// and every event held, never skipping one. Peek and ReadSnapshot read a
+// session's state without activating it (a console's lists use them).
 //
 // Snapshot returns the history, queued messages, pending interrupts, tool
 // records, usage and the current step.
