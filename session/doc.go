@@ -159,7 +159,7 @@
 //	| step_tool.go  | CallTool: attempts, the handler, timeouts, the effect's retry rule                            |
 //	| approvals.go  | AwaitToolApproval: resolutions and deadlines                                                  |
 //	| compact.go    | Compact: the summary step                                                                     |
-//	| view.go       | Snapshot's view of the state and the current step                                             |
+//	| view.go       | Snapshot's view of the state and the current step; Peek, ReadSnapshot, Live (no activation)   |
 //	| timeline.go   | Sessions (the journal's list) and Timeline/ReadTimeline: the journal decoded for people (the console) |
 //	| idle.go       | idle passivation and reactivation, parked approvals, Passivate, Recover                       |
 //	| events.go     | the bounded event stream                                                                      |
