@@ -15,8 +15,10 @@
 // What is guaranteed:
 //   - One span per model call, never per delta: `{gen_ai.operation.name}
 //     {gen_ai.request.model}`, kind CLIENT, across admission, every attempt
-//     and every fallback step; the call's own story (admission wait,
-//     cooldown refusals, each attempt with its status, error class and wait
+//     and every fallback step; the call's own story (admission wait and
+//     the part of it spent in a cooldown, the requests queued ahead where
+//     this process holds the queue, cooldowns met and admissions refused
+//     for one, each attempt with its status, error class and wait
 //     before the next, the credential's fingerprint, the alias and the
 //     fallback step that served) as attributes and events on it.
 //   - No API key ever: a credential is named by its fingerprint (the first
