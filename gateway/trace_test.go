@@ -44,7 +44,7 @@ func TestServerSpan(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, kv := range server.Attributes() {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	for k, v := range map[string]string{"http.request.method": "POST", "http.route": "/v1/chat/completions", "http.response.status_code": "200",
 		"url.path": "/v1/chat/completions", "url.scheme": "http", "server.address": "127.0.0.1", "client.address": "127.0.0.1",
@@ -79,7 +79,7 @@ func TestServerSpan(t *testing.T) {
 			code := ""
 			for _, kv := range s.Attributes() {
 				if kv.Key == "http.response.status_code" {
-					code = kv.Value.Emit()
+					code = kv.Value.String()
 				}
 			}
 			got = append(got, s.Name()+" "+code+" "+s.Status().Code.String())

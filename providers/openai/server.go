@@ -423,7 +423,6 @@ type ServerStream struct {
 	includeUsage bool
 	started      bool
 	held         wire.HeldEnd
-	buf          []byte
 	choice       int // the index of the choice its chunks carry (SetChoice)
 }
 
