@@ -403,11 +403,30 @@ type inference struct {
 	// which names the real end, not a burst of them.
 	probe    bool
 	probeSeq uint64 // the last grant before the turn
+	// accs are when recent requests were accepted (their response headers
+	// arrived), oldest first: once the period is known no more than the
+	// limit are let into any trailing period, so a window that frees its
+	// requests one by one (a sliding one) is not met with a burst at its
+	// turn. A fixed window's turn frees them all at once, which the
+	// requests of the window before it, accepted a period earlier, allow
+	// too.
+	accs []time.Time
+	// raised is the limit before this window raised it (zero: not
+	// raised): a refusal in it goes back to that, not below.
+	raised int
+	// slide is the window's length as the first refusal suggests it (end
+	// less the window's first acceptance), used by the trailing-period
+	// rule until two refusals tell the period.
+	slide time.Duration
 }
 
 // inferGrowAfter is how many whole, refusal-free windows raise an inferred
 // limit.
 const inferGrowAfter = 3
+
+// maxAccs bounds the acceptance times an inference keeps (it keeps those of
+// the trailing period, at most this many).
+const maxAccs = 4096
 
 // grant is one admitted request: its token cost and the cumulative cost of
 // all grants up to and including it.
@@ -461,7 +480,7 @@ func (p *pacer) blocked(cost int, now time.Time) (bool, time.Time) {
 			p.turn(now)
 			p.reqs.remaining = p.reqs.limit
 			p.reqs.resetAt = time.Time{}
-			if p.inf.period > 0 {
+			if p.inf.length() > 0 {
 				p.reqs.resetAt = p.inf.end.Add(resetMargin)
 			}
 		}
@@ -471,6 +490,10 @@ func (p *pacer) blocked(cost int, now time.Time) (bool, time.Time) {
 					return true, time.Time{} // the window's first request has not been answered yet
 				}
 			}
+		}
+		if full, at := p.inf.full(now, p.reqs.limit, reqsOpen); full {
+			p.inf.starved = true // the limit held a request back
+			return true, at
 		}
 	} else {
 		p.reqs.refresh(now, int(p.seq), reqsOpen)
@@ -608,6 +631,17 @@ func (p *pacer) accept(seq uint64, now time.Time) {
 	g.accepted = true
 	p.grants[seq] = g
 	p.inf.accepted++
+	if p.inf.on && p.inf.refusal && p.inf.accepted > p.reqs.limit {
+		// Accepted in a window that refused: its answer came after the
+		// refusal that set the limit, and the provider let it in.
+		p.reqs.limit = p.inf.accepted
+	}
+	if p.headerless() {
+		p.inf.accs = append(p.inf.accs, now)
+		if len(p.inf.accs) > maxAccs {
+			p.inf.accs = append(p.inf.accs[:0], p.inf.accs[len(p.inf.accs)-maxAccs/2:]...)
+		}
+	}
 	if seq > p.inf.probeSeq {
 		p.inf.probe = false
 	}
@@ -628,13 +662,20 @@ func (p *pacer) refuse(grantedAt, now time.Time, delay time.Duration) {
 	end := now.Add(delay)
 	tol := 20*time.Millisecond + delay/50
 	limit := max(inf.accepted, 1)
-	if inf.on && inf.period > 0 && end.Before(inf.end.Add(-inf.period/2)) && end.After(now) {
-		// The window turned on our clock before the provider's: this
-		// refusal names the end of the window still running there. It
-		// says nothing of the limit; the window and the period are
-		// corrected from the end it names.
+	if n := inf.length(); inf.on && n > 0 && end.Before(inf.end.Add(-n/2)) && end.After(now) {
+		// The window turned on our clock before the provider's (or a
+		// sliding one lets its requests go one by one): this refusal
+		// names the end of the window still running there, or when its
+		// next request leaves. It says nothing of the limit, unless the
+		// limit was just raised: then the raise is what it refused.
+		// The window and the period are corrected from the end it names.
+		if inf.raised > 0 {
+			p.reqs.limit, inf.raised = inf.raised, 0
+		}
 		p.reanchor(end)
-		inf.end, inf.probe = end, false
+		// The rest of this burst's refusals name the same end: they say
+		// nothing of the limit either.
+		inf.end, inf.probe, inf.refusal = end, false, true
 		p.reqs.remaining = 0
 		p.reqs.resetAt = end.Add(resetMargin)
 		return
@@ -653,19 +694,75 @@ func (p *pacer) refuse(grantedAt, now time.Time, delay time.Duration) {
 		// count acceptances that arrived late.
 		if !inf.refusal {
 			p.reqs.limit = limit
+			if inf.raised > 0 {
+				// The window after a raise: the limit is the one the
+				// windows before it held to without a refusal.
+				p.reqs.limit = max(limit, inf.raised)
+			}
 		} else {
 			p.reqs.limit = max(p.reqs.limit, limit)
 		}
 		inf.refusal = true
 		return
 	case inf.on && !inf.end.IsZero():
-		if gap := end.Sub(inf.end); gap > tol && (inf.period == 0 || gap < inf.period-tol) {
+		gap := end.Sub(inf.end)
+		if inf.period == 0 && gap < inf.slide/2 {
+			// Too soon after the last end to be the next window's: a
+			// window that lets its requests go one by one (a sliding
+			// one) named when its next one leaves. Nothing of the limit
+			// or the period.
+			inf.refusal = true
+			p.reqs.remaining = 0
+			p.reqs.resetAt = end.Add(resetMargin)
+			return
+		}
+		if gap > tol && (inf.period == 0 || gap < inf.period-tol) {
 			inf.period = gap
 		}
+	case !inf.on && len(inf.accs) > 0:
+		// The first refusal: its window began about when its first
+		// request was accepted (a window starting at the first request,
+		// or a sliding one whose oldest request leaves at end), so its
+		// length is about end less that, until two ends tell it. Bounded
+		// by the delay, should the first acceptance be long past.
+		inf.slide = min(end.Sub(inf.accs[0]), 4*delay)
 	}
 	inf.on, inf.end, inf.refusal, inf.starved, inf.clean, inf.probe = true, end, true, false, 0, false
 	p.reanchor(end)
 	p.reqs = budget{known: true, limit: limit, remaining: 0, resetAt: end.Add(resetMargin), window: inf.period, peers: p.reqs.peers}
+}
+
+// full reports whether one more request would put more than limit into
+// one trailing period: those accepted within it and the open ones
+// (granted, not yet accepted), and if so when the oldest that must leave
+// does (zero: when an open one is answered). Never while the period is
+// unknown. An acceptance is seen after the provider counted the request,
+// so a period after it the provider has let it go.
+func (inf *inference) full(now time.Time, limit, open int) (bool, time.Time) {
+	period := inf.length()
+	if period <= 0 {
+		return false, time.Time{}
+	}
+	from := now.Add(-period)
+	i := 0
+	for i < len(inf.accs) && !inf.accs[i].After(from) {
+		i++
+	}
+	if i > 0 {
+		inf.accs = append(inf.accs[:0], inf.accs[i:]...)
+	}
+	over := len(inf.accs) + open - limit
+	switch {
+	case inf.raised > 0 && open > 0 && len(inf.accs)+open >= inf.raised:
+		// Past the limit held before a raise, one request at a time: a
+		// raise the provider refuses costs one 429, not a burst.
+		return true, time.Time{}
+	case over < 0:
+		return false, time.Time{}
+	case over >= len(inf.accs):
+		return true, time.Time{} // the open ones alone fill it: their answers wake the pacer
+	}
+	return true, inf.accs[over].Add(period)
 }
 
 // reanchor notes a window end a refusal named. Two such ends a whole
@@ -687,8 +784,10 @@ func (p *pacer) reanchor(end time.Time) {
 // turn starts an inferred limit's next window at its reset.
 func (p *pacer) turn(now time.Time) {
 	inf := &p.inf
+	inf.raised = 0
 	if inf.starved && !inf.refusal {
 		if inf.clean++; inf.clean >= inferGrowAfter {
+			inf.raised = p.reqs.limit
 			p.reqs.limit += max(1, p.reqs.limit/4)
 			inf.clean = 0
 		}
@@ -697,12 +796,21 @@ func (p *pacer) turn(now time.Time) {
 	}
 	inf.accepted, inf.starved, inf.refusal = 0, false, false
 	inf.probe, inf.probeSeq = true, p.seq
-	if inf.period > 0 {
-		inf.end = inf.end.Add(inf.period)
+	if n := inf.length(); n > 0 {
+		inf.end = inf.end.Add(n)
 		for !inf.end.After(now) {
-			inf.end = inf.end.Add(inf.period)
+			inf.end = inf.end.Add(n)
 		}
 	}
+}
+
+// length is the window's length: the period two refusals told, or until
+// then the first refusal's suggestion (zero: neither).
+func (inf *inference) length() time.Duration {
+	if inf.period > 0 {
+		return inf.period
+	}
+	return inf.slide
 }
 
 // cancelGrant returns a grant that was never used.

@@ -438,34 +438,58 @@ func TestPacerInferredWindowTurnedEarly(t *testing.T) {
 	p.probeConcurrency = 64
 	p.observed = true
 	window(0, 100, 400*time.Millisecond, 20)   // the provider's window ends at 500ms
-	window(510, 600, 380*time.Millisecond, 20) // and at 980ms: a period read as 480ms, not 500
-	if p.inf.period != 480*time.Millisecond || p.reqs.limit != 20 {
-		t.Fatalf("inferred period %v, limit %d; want 480ms and 20", p.inf.period, p.reqs.limit)
+	window(510, 600, 380*time.Millisecond, 20) // and at 980ms: a window read as about 480-500ms
+	if n := p.inf.length(); n < 470*time.Millisecond || n > 510*time.Millisecond || p.reqs.limit != 20 {
+		t.Fatalf("inferred window %v, limit %d; want about 480-500ms and 20", n, p.reqs.limit)
 	}
-	// The pacer turns at 990ms; its next turn, at 1470ms, is early: the
-	// provider's window runs until 1500ms.
-	if b, _ := p.blocked(1, ms(990)); b {
-		t.Fatal("blocked at the window's turn")
+	// The pacer turns at 990ms, or a little later if the window before
+	// it was accepted later (no more than the limit in any trailing
+	// window); its next turn is early: the provider's window runs until
+	// 1500ms.
+	turn := 990
+	if b, at := p.blocked(1, ms(turn)); b {
+		if at.IsZero() || at.After(ms(1030)) {
+			t.Fatalf("at the window's turn blocked until %v", at.Sub(t0))
+		}
+		turn = int(at.Sub(t0)/time.Millisecond) + 1
+		if b, _ := p.blocked(1, ms(turn)); b {
+			t.Fatalf("blocked at %dms, after the window's turn", turn)
+		}
 	}
-	s := grant(990)
-	p.accept(s, ms(991))
-	for range 19 {
-		grant(991)
+	var window3 []uint64
+	for range 20 {
+		window3 = append(window3, grant(turn+1))
 	}
-	p.release(s, llm.RateLimit{}, false, 0, false, ms(995))
-	if b, _ := p.blocked(1, ms(1470)); b {
-		t.Fatal("the window's first request blocked at its turn")
+	for _, s := range window3 {
+		p.accept(s, ms(turn+3))
+		p.release(s, llm.RateLimit{}, false, 0, false, ms(turn+5))
 	}
-	probe := grant(1470)
-	if b, _ := p.blocked(1, ms(1471)); !b {
-		t.Fatal("a second request went out before the window's first was answered")
+	// The next turn comes before the provider's window ends at 1500ms.
+	// Whatever the pacer's clock says, no burst goes out before then: the
+	// window's first request alone (its 429 names the end of the window
+	// still running, which keeps the limit and moves the window there),
+	// or none, when the trailing window's count already holds them back.
+	next := int(p.reqs.resetAt.Sub(t0) / time.Millisecond)
+	if next >= 1500 {
+		t.Fatalf("the pacer turns at %dms, not before the provider (1500ms): no early turn to test", next)
 	}
-	p.release(probe, llm.RateLimit{}, true, 30*time.Millisecond, true, ms(1472)) // "retry in 30ms": the window ends at 1502ms
-	if p.reqs.limit != 20 {
-		t.Fatalf("a refusal from the window still running set the limit to %d, want 20", p.reqs.limit)
+	var early []uint64
+	for at := next; at < 1500; at++ {
+		if b, _ := p.blocked(1, ms(at)); !b {
+			early = append(early, grant(at))
+		}
 	}
-	if b, at := p.blocked(1, ms(1480)); !b || at.Before(ms(1502)) {
-		t.Fatalf("before the provider's window end: blocked=%v until %v", b, at.Sub(t0))
+	if len(early) > 1 {
+		t.Fatalf("%d requests went out before the provider's window ended, want at most the window's first", len(early))
+	}
+	for _, probe := range early {
+		p.release(probe, llm.RateLimit{}, true, 2*time.Millisecond, true, ms(1500)) // "retry in 2ms": the window ends at 1502ms
+		if p.reqs.limit != 20 {
+			t.Fatalf("a refusal from the window still running set the limit to %d, want 20", p.reqs.limit)
+		}
+		if b, at := p.blocked(1, ms(1501)); !b || at.Before(ms(1502)) {
+			t.Fatalf("before the provider's window end: blocked=%v until %v", b, at.Sub(t0))
+		}
 	}
 	if b, _ := p.blocked(1, ms(1515)); b {
 		t.Fatal("blocked after the provider's window ended")
@@ -575,5 +599,62 @@ func TestPacerSlowAnswerIsOlder(t *testing.T) {
 	p.release(seqs[14], llm.RateLimit{HasRequests: true, LimitRequests: 20, RemainingRequests: 16, ResetRequests: ms(500).Sub(ms(41 - 25))}, false, 0, false, ms(41))
 	if b, _ := p.blocked(1, ms(45)); !b {
 		t.Fatalf("admitted into an exhausted window after a slow answer from its start (remaining %d)", p.reqs.remaining)
+	}
+}
+
+// TestPacerInferredSlidingWindow: a provider without headers whose window
+// slides (each request leaves it a window after it came) names in its 429
+// when its oldest request leaves. Turning the whole window at once then met
+// a burst of 429s, each naming a near end, and the first of them set the
+// limit to what had been accepted since the turn (down to 1). Now no more
+// than the limit go into any trailing window: at the turn only what has
+// left is let in, and a refusal naming a near end keeps the limit.
+func TestPacerInferredSlidingWindow(t *testing.T) {
+	t0 := time.Now()
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	p := newPacer(Limits{}, t0)
+	p.probeConcurrency = 64
+	p.observed = true
+	grant := func(at int) uint64 {
+		s := p.grant(1)
+		g := p.grants[s]
+		g.at = ms(at)
+		p.grants[s] = g
+		return s
+	}
+	// The first window: 20 requests 10ms apart, all accepted; the 21st is
+	// refused at 200ms, "retry in 300ms": the oldest leaves at 500ms.
+	for i := range 20 {
+		s := grant(10 * i)
+		p.accept(s, ms(10*i))
+		p.release(s, llm.RateLimit{}, false, 0, false, ms(10*i+1))
+	}
+	over := grant(200)
+	p.release(over, llm.RateLimit{}, true, 300*time.Millisecond, true, ms(200))
+	if p.reqs.limit != 20 {
+		t.Fatalf("inferred limit %d, want 20", p.reqs.limit)
+	}
+	// From 500ms on, one request a 10ms as the first window's leave it.
+	sent := 0
+	for at := 500; at < 700; at++ {
+		if b, _ := p.blocked(1, ms(at)); !b {
+			s := grant(at)
+			p.accept(s, ms(at))
+			p.release(s, llm.RateLimit{}, false, 0, false, ms(at))
+			sent++
+			if left := (at-500)/10 + 1; sent > left {
+				t.Fatalf("at %dms %d requests sent since the turn, but only %d of the window before have left it", at, sent, left)
+			}
+		}
+	}
+	if sent < 18 {
+		t.Fatalf("%d requests sent from 500 to 700ms as the window slid, want about 20", sent)
+	}
+	// A refusal naming a near end (the next request leaves in 5ms) says
+	// nothing of the limit.
+	s := grant(700)
+	p.release(s, llm.RateLimit{}, true, 5*time.Millisecond, true, ms(700))
+	if p.reqs.limit != 20 {
+		t.Fatalf("a refusal naming when the next request leaves set the limit to %d, want 20", p.reqs.limit)
 	}
 }
