@@ -22,6 +22,7 @@ func (a *sessionActor) recover() {
 		return
 	}
 	a.st = st
+	a.takeCarried() // telemetry.go
 	if st.Seq > 0 {
 		a.log.Debug("session recovered", slog.Int64("seq", st.Seq), slog.Int("turn", st.Turn), slog.Bool("active", st.Active != nil))
 	}

@@ -150,6 +150,10 @@ type Manager struct {
 	leaving map[*entry]string      // actors passivated for idleness that have not stopped yet
 	closed  bool
 
+	// carried holds the pending approvals of parked sessions, by call,
+	// with when they were asked (telemetry.go). m.mu guards it.
+	carried map[string]map[string]time.Time
+
 	// hook, when set (tests only), is called at crash points.
 	hook func(point string)
 }
@@ -663,6 +667,7 @@ func (m *Manager) Close(ctx context.Context) error {
 			_ = m.sys.Root.StopFuture(e.pid).Wait()
 		}
 	}
+	m.releaseCarried() // telemetry.go
 	m.mu.Lock()
 	m.closed = true
 	for _, l := range m.logs {

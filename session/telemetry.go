@@ -35,6 +35,7 @@ const (
 // approval) is not exported; its next actor starts a new span when the
 // turn resumes.
 type sessionTrace struct {
+	m         *Manager
 	tel       *telemetry.Telemetry
 	id        string
 	model     string
@@ -56,9 +57,71 @@ func (a *sessionActor) observe(ev Event) {
 // traceState returns the actor's telemetry, made on first use.
 func (a *sessionActor) traceState() *sessionTrace {
 	if a.trace == nil {
-		a.trace = &sessionTrace{tel: a.m.tel, id: a.id, model: a.m.opt.ModelName, tools: map[string]*telemetry.ToolSpan{}, approvals: map[string]time.Time{}}
+		a.trace = &sessionTrace{m: a.m, tel: a.m.tel, id: a.id, model: a.m.opt.ModelName, tools: map[string]*telemetry.ToolSpan{}, approvals: map[string]time.Time{}}
 	}
 	return a.trace
+}
+
+// takeCarried takes over, once the actor has recovered its state, the
+// approvals its session's previous actor left pending when it was parked
+// (carry): those still pending stay counted until they are resolved or
+// expire here, with their wait since they were asked; the others were
+// resolved meanwhile (on another node) and leave the count.
+func (a *sessionActor) takeCarried() {
+	a.m.mu.Lock()
+	carried := a.m.carried[a.id]
+	delete(a.m.carried, a.id)
+	a.m.mu.Unlock()
+	for call, at := range carried {
+		if a.st != nil && a.st.approvalPending(call) {
+			a.traceState().approvals[call] = at
+		} else {
+			a.m.tel.ApprovalsPending(context.Background(), -1)
+		}
+	}
+}
+
+// approvalPending reports whether call of the turn in progress waits for
+// its approval.
+func (s *state) approvalPending(call string) bool {
+	for _, c := range s.batch() {
+		if c.ID == call {
+			return c.Status == "" && c.Approval && !c.Resolved
+		}
+	}
+	return false
+}
+
+// carry keeps the pending approvals of a session parked while it waits
+// for them: they stay in chorus.session.approvals.pending, and the actor
+// that next runs the session takes them over (traceState). It reports
+// false when the session is not parked (then they leave the count).
+func (m *Manager) carry(id string, approvals map[string]time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, parked := m.parked[id]; !parked || m.closed || m.closing.Load() {
+		return false
+	}
+	if m.carried == nil {
+		m.carried = map[string]map[string]time.Time{}
+	}
+	m.carried[id] = approvals
+	return true
+}
+
+// releaseCarried takes the approvals of the sessions still parked out of
+// the count when the Manager closes.
+func (m *Manager) releaseCarried() {
+	m.mu.Lock()
+	n := 0
+	for _, c := range m.carried {
+		n += len(c)
+	}
+	m.carried = nil
+	m.mu.Unlock()
+	if n > 0 {
+		m.tel.ApprovalsPending(context.Background(), -int64(n))
+	}
 }
 
 // sentFrom returns the span a Send or Resolve runs under (msgSend.From,
@@ -212,6 +275,9 @@ func (s *sessionTrace) end() {
 	for id, ts := range s.tools {
 		ts.End("interrupted", "actor_stopped", "")
 		delete(s.tools, id)
+	}
+	if len(s.approvals) > 0 && s.m.carry(s.id, s.approvals) {
+		s.approvals = map[string]time.Time{} // still pending, while the session is parked
 	}
 	for id := range s.approvals {
 		delete(s.approvals, id)

@@ -297,3 +297,87 @@ func TestApprovalExpiredEvent(t *testing.T) {
 		}
 	}
 }
+
+// pendingApprovals reads chorus.session.approvals.pending.
+func pendingApprovals(t *testing.T, reader *sdkmetric.ManualReader) int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name == telemetry.MetricApprovalsPending {
+				for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
+					n += p.Value
+				}
+			}
+		}
+	}
+	return n
+}
+
+// TestParkedApprovalsStayPending: a session passivated while its turn
+// waits for an approval still counts in chorus.session.approvals.pending
+// (the sessions stuck waiting are the ones to see); the Resolve that wakes
+// it takes it out, with the wait since it was asked, and a session still
+// parked when the Manager closes leaves the count then.
+func TestParkedApprovalsStayPending(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	reader := sdkmetric.NewManualReader()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer tp.Shutdown(context.Background())
+	defer mp.Shutdown(context.Background())
+	var l ledger
+	h := newHarness(t, Options{
+		Telemetry:   telemetry.New(telemetry.WithTracerProvider(tp), telemetry.WithMeterProvider(mp)),
+		IdleTimeout: 10 * time.Millisecond,
+		Tools:       []Tool{tool(&l, "refund", EffectNonIdempotentWrite, ok("r"))},
+	})
+	h.srv.Push(llmtest.ToolCalls(call("c1", "refund", `{}`)), llmtest.Text("refunded"), llmtest.ToolCalls(call("c2", "refund", `{}`)))
+	h.send("a", "refund order 7")
+	p := h.pending("a", 1)[0]
+	asked := time.Now()
+	until(t, "passivated", func() bool { return len(h.m.active()) == 0 })
+	if n := pendingApprovals(t, reader); n != 1 {
+		t.Fatalf("approvals pending %d while the session is parked, want 1", n)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if err := h.m.Resolve(ctx10(t), "a", p.ID, true, "ok"); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.wait("a"); r.Answer != "refunded" {
+		t.Fatalf("turn %+v", r)
+	}
+	if n := pendingApprovals(t, reader); n != 0 {
+		t.Fatalf("approvals pending %d after the resolution, want 0", n)
+	}
+	wait := 0.0
+	for _, s := range rec.Ended() {
+		for _, ev := range s.Events() {
+			for _, kv := range ev.Attributes {
+				if ev.Name == telemetry.EventApprovalDone && kv.Key == AttrApprovalWait {
+					wait = kv.Value.AsFloat64()
+				}
+			}
+		}
+	}
+	if min := time.Since(asked).Seconds() - 0.05; wait < 0.1 || wait < min-1 {
+		t.Errorf("the resolution's wait %.3fs, want the time since the approval was asked (~%.3fs)", wait, time.Since(asked).Seconds())
+	}
+
+	h.send("b", "refund order 8")
+	h.pending("b", 1)
+	until(t, "passivated", func() bool { return len(h.m.active()) == 0 })
+	if n := pendingApprovals(t, reader); n != 1 {
+		t.Fatalf("approvals pending %d while b is parked, want 1", n)
+	}
+	if err := h.m.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := pendingApprovals(t, reader); n != 0 {
+		t.Fatalf("approvals pending %d after Close, want 0", n)
+	}
+}
