@@ -88,7 +88,7 @@ func TestAnthropicMessagesStreamEventOrder(t *testing.T) {
 			stop = d.Delta.StopReason
 		}
 	}
-	want := "message_start content_block_start content_block_delta content_block_stop content_block_start content_block_delta content_block_stop content_block_start content_block_delta content_block_stop message_delta message_stop"
+	want := "message_start content_block_start ping content_block_delta content_block_stop content_block_start content_block_delta content_block_stop content_block_start content_block_delta content_block_stop message_delta message_stop"
 	if strings.Join(names, " ") != want || text != "ab" || args != `{"x":1}` || stop != "tool_use" {
 		t.Fatalf("events %v text %q args %q stop %q", names, text, args, stop)
 	}

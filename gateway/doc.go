@@ -67,8 +67,9 @@
 // Anthropic Messages format:
 //
 //	POST /v1/messages              buffered, or Anthropic's streamed events
-//	                               (message_start, content_block_start,
-//	                               *_delta, content_block_stop, message_delta,
+//	                               (message_start, content_block_start, ping
+//	                               after the first, *_delta,
+//	                               content_block_stop, message_delta,
 //	                               message_stop); thinking blocks with their
 //	                               signatures, tool_use and tool_result
 //	POST /v1/messages/count_tokens the provider's own count, never an estimate

@@ -324,6 +324,7 @@ type ServerStream struct {
 	openTool  int
 	index     int          // index of the next block
 	held      wire.HeldEnd // usage and finish, sent at the end
+	pinged    bool         // the ping after the first content_block_start is sent
 }
 
 // NewServerStream returns the encoder of one streamed answer.
@@ -366,7 +367,12 @@ func (s *ServerStream) closeBlock(dst []byte) []byte {
 func (s *ServerStream) openBlock(dst []byte, kind string, cb obj) []byte {
 	dst = s.closeBlock(dst)
 	s.open = kind
-	return frame(dst, "content_block_start", obj{"type": "content_block_start", "index": s.index, "content_block": cb})
+	dst = frame(dst, "content_block_start", obj{"type": "content_block_start", "index": s.index, "content_block": cb})
+	if !s.pinged { // as Anthropic streams: a ping after the first block's start
+		s.pinged = true
+		dst = append(dst, "event: ping\ndata: {\"type\":\"ping\"}\n\n"...)
+	}
+	return dst
 }
 
 func (s *ServerStream) delta(dst []byte, d obj) []byte {
