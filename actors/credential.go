@@ -28,6 +28,10 @@ type AdmitRequested struct {
 type Admitted struct {
 	ID  uint64
 	Seq uint64
+	// Queued is how long the request waited behind others in the queue,
+	// Paced how long it then waited at its head for the pacer (budget,
+	// concurrency, cooldown); both zero for a grant on arrival.
+	Queued, Paced time.Duration
 }
 
 // AdmitRefused refuses request ID: the queue is full (llm.ErrOverloaded),
@@ -99,6 +103,9 @@ type waiter struct {
 	cost     int
 	deadline time.Time
 	reply    any // the address its Owner answers
+	// arrived is when it joined the queue, head when it first waited at
+	// its head (Admitted.Queued, Admitted.Paced).
+	arrived, head time.Time
 }
 
 // An Owner runs a CredentialState's logic, one message at a time: the
@@ -365,6 +372,7 @@ func (c *CredentialState) admit(o Owner, w waiter) {
 		o.Reply(w.reply, AdmitRefused{ID: w.id, Err: llm.ErrOverloaded})
 		return
 	}
+	w.arrived = now
 	c.queue = append(c.queue, w)
 	c.drain(o)
 }
@@ -389,13 +397,20 @@ func (c *CredentialState) drain(o Owner) {
 		}
 		blocked, at := c.pacer.blocked(w.cost, now)
 		if blocked {
+			if w.head.IsZero() {
+				c.queue[0].head = now
+			}
 			if !at.IsZero() {
 				c.arm(o, at)
 			}
 			return
 		}
 		c.queue = c.queue[1:]
-		o.Reply(w.reply, Admitted{ID: w.id, Seq: c.pacer.grant(w.cost)})
+		head := w.head
+		if head.IsZero() {
+			head = now
+		}
+		o.Reply(w.reply, Admitted{ID: w.id, Seq: c.pacer.grant(w.cost), Queued: head.Sub(w.arrived), Paced: now.Sub(head)})
 	}
 }
 

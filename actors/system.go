@@ -173,11 +173,30 @@ func (r *Ref) Admit(ctx context.Context, cost int) (uint64, error) {
 	}
 	switch m := m.(type) {
 	case Admitted:
+		if w, ok := ctx.Value(admitHookKey{}).(AdmitWatcher); ok {
+			w.AdmitWaited(m.Queued, m.Paced)
+		}
 		return m.Seq, nil
 	case AdmitRefused:
 		return 0, &RefusedError{Provider: r.Cred.Provider, Err: m.Err, RetryAt: m.RetryAt}
 	}
 	return 0, fmt.Errorf("actors: unexpected admission reply %T", m)
+}
+
+type admitHookKey struct{}
+
+// AdmitWatcher hears how long a grant waited (WithAdmitWatcher).
+type AdmitWatcher interface {
+	// AdmitWaited is called with how long the grant waited behind others
+	// in the credential's queue, then at its head for the pacer.
+	AdmitWaited(queued, paced time.Duration)
+}
+
+// WithAdmitWatcher returns ctx carrying w, which Ref.Admit tells how long
+// a grant that waited for the credential's actor waited (telemetry; a
+// grant on arrival does not call it, nor does an Admitter of another kind).
+func WithAdmitWatcher(ctx context.Context, w AdmitWatcher) context.Context {
+	return context.WithValue(ctx, admitHookKey{}, w)
 }
 
 // RefusedError is an admission refusal.

@@ -66,7 +66,9 @@ type callTrace struct {
 // when the next placement asks it).
 type admission struct {
 	askedAt, cooledTo time.Time
-	ahead             int // requests queued at the credential when it asked; -1: not known here
+	ahead             int           // requests queued at the credential when it asked; -1: not known here
+	queued, paced     time.Duration // what the credential's actor says the grant waited for (AdmitWaited)
+	timed             bool
 	cooled            *cred
 	cooledBy          time.Time
 }
@@ -82,8 +84,15 @@ func (rt *Runtime) startTrace(ctx context.Context, op, model string, targets []t
 	ct := &callTrace{tc: tc, targets: targets, prev: time.Now()}
 	if tc.Recording() {
 		ct.adm = &admission{}
+		ctx = actors.WithAdmitWatcher(ctx, ct.adm)
 	}
 	return ctx, ct
+}
+
+// AdmitWaited hears from a credential's actor how long a grant waited in
+// its queue and then for its pacer (actors.WithAdmitWatcher).
+func (a *admission) AdmitWaited(queued, paced time.Duration) {
+	a.queued, a.paced, a.timed = queued, paced, true
 }
 
 // queueKnown reports whether ref's Load counts its queue: a credential's
@@ -109,6 +118,7 @@ func (ct *callTrace) asking(c *cred, now time.Time) {
 		q = -1
 	}
 	a.askedAt, a.cooledTo, a.ahead = now, time.Time{}, q
+	a.queued, a.paced, a.timed = 0, 0, false
 	if cd.After(now) {
 		a.cooledTo = cd
 	}
@@ -152,7 +162,10 @@ func (ct *callTrace) wrap(call func(ctx context.Context, c *cred, model string) 
 			cool = end.Sub(a.askedAt)
 		}
 		ct.tc.SetTarget(ct.step(c, model), c.provider, model, c.server, c.port)
-		ct.tc.Admitted(now.Sub(ct.prev), cool, a.ahead, c.fp, c.index)
+		// A grant on arrival from the credential's own actor waited for
+		// nothing (the actor tells only of grants it made wait).
+		ct.tc.Admitted(telemetry.Admission{Wait: now.Sub(ct.prev), Cooldown: cool, Queue: a.queued, Pacing: a.paced,
+			Timed: a.timed || queueKnown(c.ref), QueuedAhead: a.ahead}, c.fp, c.index)
 		ctx = providers.WithAttemptHook(ctx, func(ev providers.AttemptEvent) {
 			ct.tc.Attempt(ev.Attempt, ev.Status, ev.ErrClass, ev.Duration, ev.Wait)
 		})

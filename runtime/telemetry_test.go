@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -609,9 +610,11 @@ func TestTelemetrySharedLimitGauges(t *testing.T) {
 
 // TestTelemetryQueuedAhead: a call's span says how many requests waited
 // ahead of it in its credential's queue when it asked
-// (chorus.admission.queued_ahead): with one request at a time, the second
-// call waits behind the first one in flight with nobody queued ahead, the
-// third behind the second.
+// (chorus.admission.queued_ahead), and how long it waited behind them
+// and then at the queue's head for the pacer (chorus.admission.queue_wait,
+// pacing_wait): with one request at a time, the second call waits at the
+// head for the first one in flight with nobody queued ahead, the third
+// behind the second, then at the head.
 func TestTelemetryQueuedAhead(t *testing.T) {
 	srv := llmtest.NewServer(llmtest.WithLatency(300*time.Millisecond, 0))
 	defer srv.Close()
@@ -648,16 +651,32 @@ func TestTelemetryQueuedAhead(t *testing.T) {
 	call()
 	wg.Wait()
 	var ahead []int64
+	type waits struct{ total, queue, pacing float64 }
+	var ws []waits
 	for _, sp := range rig.ended() {
-		v, ok := attrs(sp)["chorus.admission.queued_ahead"]
+		a := attrs(sp)
+		v, ok := a["chorus.admission.queued_ahead"]
 		if !ok {
 			t.Fatalf("span without chorus.admission.queued_ahead: %v", sp.Attributes())
 		}
 		ahead = append(ahead, v.AsInt64())
+		if _, ok := a["chorus.admission.pacing_wait"]; !ok {
+			t.Fatalf("span without chorus.admission.pacing_wait: %v", sp.Attributes())
+		}
+		ws = append(ws, waits{a["chorus.admission.wait"].AsFloat64(), a["chorus.admission.queue_wait"].AsFloat64(), a["chorus.admission.pacing_wait"].AsFloat64()})
 	}
 	slices.Sort(ahead)
 	if fmt.Sprint(ahead) != "[0 0 1]" {
 		t.Fatalf("queued ahead %v, want [0 0 1]", ahead)
+	}
+	// By admission wait: the first call waited for nothing, the second at
+	// the queue's head for the first (the pacer's concurrency of one), the
+	// third behind the second, then at the head for it.
+	slices.SortFunc(ws, func(x, y waits) int { return cmp.Compare(x.total, y.total) })
+	first, second, third := ws[0], ws[1], ws[2]
+	if first.queue != 0 || first.pacing != 0 || second.queue > 0.1 || second.pacing < 0.15 || third.queue < 0.15 || third.pacing < 0.15 ||
+		second.queue+second.pacing > second.total+0.001 || third.queue+third.pacing > third.total+0.001 {
+		t.Fatalf("admission waits (total, queue, pacing) %+v", ws)
 	}
 }
 

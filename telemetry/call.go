@@ -26,6 +26,8 @@ const (
 	AttrCredentialShared = attribute.Key("chorus.credential.shared")
 	AttrAdmissionWait    = attribute.Key("chorus.admission.wait")
 	AttrCooldownWait     = attribute.Key("chorus.admission.cooldown_wait") // the part of the admission wait spent cooling down
+	AttrQueueWait        = attribute.Key("chorus.admission.queue_wait")    // the part of the wait behind others in the credential's queue
+	AttrPacingWait       = attribute.Key("chorus.admission.pacing_wait")   // the part of the wait at the queue's head, held by the pacer
 	AttrQueuedAhead      = attribute.Key("chorus.admission.queued_ahead")  // requests ahead in the credential's queue when the call asked
 	AttrCooldownRefused  = attribute.Key("chorus.cooldown.refused")        // the admission was refused (cooling down past the deadline)
 	AttrAttempts         = attribute.Key("chorus.attempts")
@@ -169,23 +171,46 @@ func (c *Call) SetTarget(step int, provider, model, server string, port int) {
 	}
 }
 
-// Admitted records an admission: the wait (from the placement's start to
-// the grant), the part of it the credential spent cooling down (a cooldown
-// under way when the call asked), how many requests waited ahead of it in
-// the credential's queue when it asked, and the credential (by its
-// fingerprint, never its key). The rest of the wait was the queue and the
-// pacer: with nobody ahead, the pacer's alone. A negative queuedAhead is
-// not known (the credential's queue is on another node) and not recorded.
-func (c *Call) Admitted(wait, cooldown time.Duration, queuedAhead int, fingerprint string, index int) {
+// Admission is what one admission of a call waited for.
+type Admission struct {
+	// Wait runs from the placement's start to its grant; Cooldown is the
+	// part of it spent while the credential cooled down (a cooldown under
+	// way when the call asked).
+	Wait, Cooldown time.Duration
+	// Queue is how long it waited behind others in the credential's queue,
+	// Pacing how long it then waited at its head for the pacer (budget,
+	// concurrency, and any cooldown there); Timed says they are known (the
+	// credential's actor is in this process).
+	Queue, Pacing time.Duration
+	Timed         bool
+	// QueuedAhead is how many requests waited ahead of it when it asked;
+	// negative when not known here.
+	QueuedAhead int
+}
+
+// Admitted records an admission (see Admission) and the credential, by
+// its fingerprint, never its key.
+func (c *Call) Admitted(a Admission, fingerprint string, index int) {
 	if !c.on {
 		return
 	}
-	c.t.inst.admissionWait.Record(c.ctx, wait.Seconds(), metric.WithAttributes(ProviderName(c.provider)))
+	c.t.inst.admissionWait.Record(c.ctx, a.Wait.Seconds(), metric.WithAttributes(ProviderName(c.provider)))
 	if c.span.IsRecording() {
-		kv := []attribute.KeyValue{AttrCredentialIdx.Int(index), AttrCredential.String(fingerprint), AttrAdmissionWait.Float64(wait.Seconds()),
-			AttrCooldownWait.Float64(cooldown.Seconds()), AttrQueuedAhead.Int(queuedAhead)}
-		if queuedAhead < 0 {
-			kv = kv[:4]
+		n := 4
+		if a.Timed {
+			n += 2
+		}
+		if a.QueuedAhead >= 0 {
+			n++
+		}
+		kv := make([]attribute.KeyValue, 0, n)
+		kv = append(kv, AttrCredentialIdx.Int(index), AttrCredential.String(fingerprint), AttrAdmissionWait.Float64(a.Wait.Seconds()),
+			AttrCooldownWait.Float64(a.Cooldown.Seconds()))
+		if a.Timed {
+			kv = append(kv, AttrQueueWait.Float64(a.Queue.Seconds()), AttrPacingWait.Float64(a.Pacing.Seconds()))
+		}
+		if a.QueuedAhead >= 0 {
+			kv = append(kv, AttrQueuedAhead.Int(a.QueuedAhead))
 		}
 		c.span.SetAttributes(kv...)
 		c.span.AddEvent(EventAdmitted, trace.WithAttributes(kv[1:]...)) // the index is the span's

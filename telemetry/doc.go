@@ -15,9 +15,11 @@
 // What is guaranteed:
 //   - One span per model call, never per delta: `{gen_ai.operation.name}
 //     {gen_ai.request.model}`, kind CLIENT, across admission, every attempt
-//     and every fallback step; the call's own story (admission wait and
-//     the part of it spent in a cooldown, the requests queued ahead where
-//     this process holds the queue, cooldowns met and admissions refused
+//     and every fallback step; the call's own story (admission wait, the
+//     part of it spent in a cooldown, and where this process holds the
+//     credential's queue the time behind others in it, the time at its
+//     head held by the pacer and the requests queued ahead; cooldowns met
+//     and admissions refused
 //     for one, each attempt with its status, error class and wait
 //     before the next, the credential's fingerprint, the alias and the
 //     fallback step that served) as attributes and events on it.
