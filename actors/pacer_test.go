@@ -405,19 +405,25 @@ func TestPacerCountsInFlightOnce(t *testing.T) {
 // running, moves the window there: the inferred limit stays (it once fell
 // to the acceptances since the early turn, none: a limit of 1) and no
 // burst of 429s follows.
-func TestPacerInferredWindowTurnedEarly(t *testing.T) {
-	t0 := time.Now()
-	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
-	p := newPacer(Limits{}, t0)
-	// grant stamps the grant with the test's clock (refusals are told
-	// apart by when their request was granted).
-	grant := func(at int) uint64 {
+// onTestClock returns a pacer and, on a clock in milliseconds from t0,
+// ms and grant: grant stamps a grant with that clock (refusals are told
+// apart by when their request was granted).
+func onTestClock() (p *pacer, t0 time.Time, ms func(int) time.Time, grant func(at int) uint64) {
+	t0 = time.Now()
+	ms = func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	p = newPacer(Limits{}, t0)
+	grant = func(at int) uint64 {
 		s := p.grant(1)
 		g := p.grants[s]
 		g.at = ms(at)
 		p.grants[s] = g
 		return s
 	}
+	return p, t0, ms, grant
+}
+
+func TestPacerInferredWindowTurnedEarly(t *testing.T) {
+	p, t0, ms, grant := onTestClock()
 	window := func(at, refusedAt int, delay time.Duration, n int) {
 		t.Helper()
 		var seqs []uint64
@@ -610,18 +616,9 @@ func TestPacerSlowAnswerIsOlder(t *testing.T) {
 // than the limit go into any trailing window: at the turn only what has
 // left is let in, and a refusal naming a near end keeps the limit.
 func TestPacerInferredSlidingWindow(t *testing.T) {
-	t0 := time.Now()
-	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
-	p := newPacer(Limits{}, t0)
+	p, _, ms, grant := onTestClock()
 	p.probeConcurrency = 64
 	p.observed = true
-	grant := func(at int) uint64 {
-		s := p.grant(1)
-		g := p.grants[s]
-		g.at = ms(at)
-		p.grants[s] = g
-		return s
-	}
 	// The first window: 20 requests 10ms apart, all accepted; the 21st is
 	// refused at 200ms, "retry in 300ms": the oldest leaves at 500ms.
 	for i := range 20 {
