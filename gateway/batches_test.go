@@ -221,14 +221,11 @@ func TestBatchFileCapAndCancel(t *testing.T) {
 	}
 }
 
-// TestBatchResumesAfterRestart: a gateway closed while a batch runs
-// leaves it in its files directory; a new gateway on the directory
-// resumes it, runs only the lines not yet answered, and never writes a
-// custom_id twice.
-func TestBatchResumesAfterRestart(t *testing.T) {
-	opts := batchKeys()
-	opts.FilesDir = t.TempDir()
-	opts.BatchConcurrency = 1
+// stopMidBatch starts a batch of three lines (a, b, c) on a gateway of
+// opts whose upstream answers a and stalls on b, and closes that gateway
+// while b is in flight: line a answered, c never started.
+func stopMidBatch(t *testing.T, opts gateway.Options) (*fixture, batchObj) {
+	t.Helper()
 	f := newFixture(t, opts)
 	f.up.Push(llmtest.Text("first"), llmtest.Fail(llmtest.Fault{Kind: llmtest.FaultStall, Stall: 5 * time.Minute}))
 	var in strings.Builder
@@ -249,6 +246,18 @@ func TestBatchResumesAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitNoneInFlight(t, f)
+	return f, created
+}
+
+// TestBatchResumesAfterRestart: a gateway closed while a batch runs
+// leaves it in its files directory; a new gateway on the directory
+// resumes it, runs only the lines not yet answered, and never writes a
+// custom_id twice.
+func TestBatchResumesAfterRestart(t *testing.T) {
+	opts := batchKeys()
+	opts.FilesDir = t.TempDir()
+	opts.BatchConcurrency = 1
+	f, created := stopMidBatch(t, opts)
 	h2, err := gateway.New(f.rt, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -412,25 +421,7 @@ func TestBatchExpiresAcrossRestart(t *testing.T) {
 	opts := batchKeys()
 	opts.FilesDir = t.TempDir()
 	opts.BatchConcurrency = 1
-	f := newFixture(t, opts)
-	f.up.Push(llmtest.Text("first"), llmtest.Fail(llmtest.Fault{Kind: llmtest.FaultStall, Stall: 5 * time.Minute}))
-	var in strings.Builder
-	for _, id := range []string{"a", "b", "c"} {
-		in.WriteString(`{"custom_id":"` + id + `","method":"POST","url":"/v1/chat/completions","body":{"model":"openai/gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}}` + "\n")
-	}
-	var file struct{ ID string }
-	decode(t, f.upload(t, "gk-batcher", "batch", "in.jsonl", []byte(in.String())).body, &file)
-	var created batchObj
-	decode(t, f.do(t, "POST", "/v1/batches", `{"input_file_id":"`+file.ID+`","endpoint":"/v1/chat/completions","completion_window":"24h"}`, "Authorization", "Bearer gk-batcher").body, &created)
-	for deadline := time.Now().Add(10 * time.Second); f.up.Count() < 2; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the second line never reached the provider")
-		}
-	}
-	if err := f.h.Close(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	waitNoneInFlight(t, f)
+	f, created := stopMidBatch(t, opts)
 	later := opts
 	later.Now = func() time.Time { return time.Now().Add(25 * time.Hour) } // the window has passed
 	h2, err := gateway.New(f.rt, later)
