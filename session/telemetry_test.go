@@ -198,15 +198,7 @@ func TestSessionLogsCarryTraceIDs(t *testing.T) {
 	if err := h.m.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	var turn sdktrace.ReadOnlySpan
-	for _, s := range rec.Ended() {
-		if s.Name() == "invoke_agent" {
-			turn = s
-		}
-	}
-	if turn == nil {
-		t.Fatal("no turn span")
-	}
+	turn := lastSpan(t, rec, "invoke_agent")
 	var line string
 	for _, l := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(l, "model call failed") {
@@ -259,15 +251,7 @@ func TestApprovalExpiredEvent(t *testing.T) {
 	if err := h.m.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	var turn sdktrace.ReadOnlySpan
-	for _, s := range rec.Ended() {
-		if s.Name() == "invoke_agent" {
-			turn = s
-		}
-	}
-	if turn == nil {
-		t.Fatal("no turn span")
-	}
+	turn := lastSpan(t, rec, "invoke_agent")
 	var names []string
 	wait := 0.0
 	for _, ev := range turn.Events() {
@@ -380,4 +364,19 @@ func TestParkedApprovalsStayPending(t *testing.T) {
 	if n := pendingApprovals(t, reader); n != 0 {
 		t.Fatalf("approvals pending %d after Close, want 0", n)
 	}
+}
+
+// lastSpan is the last ended span named name; the test fails without one.
+func lastSpan(t *testing.T, rec *tracetest.SpanRecorder, name string) sdktrace.ReadOnlySpan {
+	t.Helper()
+	var last sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == name {
+			last = s
+		}
+	}
+	if last == nil {
+		t.Fatalf("no %s span", name)
+	}
+	return last
 }
