@@ -378,13 +378,17 @@ type pacer struct {
 // delay (Gemini's RetryInfo) ends the current window at arrival + delay,
 // and the requests the provider accepted in that window (counted when
 // their response headers arrive, not when they end: a 429 comes back at
-// once, a stream ends long after) are its limit. Two window ends a whole
-// number of windows apart give the window's length. The budget then refills
-// the limit at each window end on its own; a window that spends the whole
-// limit without a 429, three times in a row, raises it by a quarter, so a
-// limit inferred low (another client's traffic, a transient refusal) does
-// not cap the credential for good, at the cost of one 429 when the real
-// limit is met again.
+// once, a stream ends long after) are its limit. The window's length is
+// first read from that refusal (its end less the window's first
+// acceptance), then from two window ends a whole number of windows apart.
+// The budget then refills the limit at each window end on its own, and
+// never lets more than the limit into any trailing window (a sliding
+// window lets its requests go one by one, not at a turn); a window that
+// spends the whole limit without a 429, three times in a row, raises it by
+// a quarter, admitted past the old limit one request at a time, so a limit
+// inferred low (another client's traffic, a transient refusal) does not
+// cap the credential for good, at the cost of one 429 when the real limit
+// is met again.
 type inference struct {
 	on       bool
 	accepted int           // requests accepted since the current window began
@@ -404,8 +408,8 @@ type inference struct {
 	probe    bool
 	probeSeq uint64 // the last grant before the turn
 	// accs are when recent requests were accepted (their response headers
-	// arrived), oldest first: once the period is known no more than the
-	// limit are let into any trailing period, so a window that frees its
+	// arrived), oldest first: once the window's length is known no more
+	// than the limit are let into any trailing window, so a window that frees its
 	// requests one by one (a sliding one) is not met with a burst at its
 	// turn. A fixed window's turn frees them all at once, which the
 	// requests of the window before it, accepted a period earlier, allow
@@ -735,9 +739,9 @@ func (p *pacer) refuse(grantedAt, now time.Time, delay time.Duration) {
 // full reports whether one more request would put more than limit into
 // one trailing period: those accepted within it and the open ones
 // (granted, not yet accepted), and if so when the oldest that must leave
-// does (zero: when an open one is answered). Never while the period is
-// unknown. An acceptance is seen after the provider counted the request,
-// so a period after it the provider has let it go.
+// does (zero: when an open one is answered). Never while the window's
+// length is unknown. An acceptance is seen after the provider counted the
+// request, so a window after it the provider has let it go.
 func (inf *inference) full(now time.Time, limit, open int) (bool, time.Time) {
 	period := inf.length()
 	if period <= 0 {
