@@ -45,9 +45,25 @@ func TestToolLoopParallelCallsKeepCallOrder(t *testing.T) {
 		t.Run(fmt.Sprint("parallel=", parallel), func(t *testing.T) {
 			defer goleak.VerifyNone(t)
 			var fl inflight
+			// In parallel, each handler waits until all three are in, so
+			// that being in at once does not hang on the scheduler of a
+			// loaded machine (c3's goroutine starting after c2 slept its
+			// 30ms); run one at a time, the first would wait its 10 s
+			// out alone.
+			var entered atomic.Int32
+			allIn := make(chan struct{})
 			sleepy := func(ctx context.Context, args json.RawMessage) (string, error) {
 				fl.enter()
 				defer fl.leave()
+				if parallel {
+					if entered.Add(1) == 3 {
+						close(allIn)
+					}
+					select {
+					case <-allIn:
+					case <-time.After(10 * time.Second):
+					}
+				}
 				var a struct{ MS int }
 				if err := json.Unmarshal(args, &a); err != nil {
 					return "", err
