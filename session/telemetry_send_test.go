@@ -59,12 +59,7 @@ func TestTurnJoinsTheSendersTrace(t *testing.T) {
 	if err := h.m.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	var turns []sdktrace.ReadOnlySpan
-	for _, s := range rec.Ended() {
-		if s.Name() == "invoke_agent" {
-			turns = append(turns, s)
-		}
-	}
+	turns := spansNamed(rec, "invoke_agent")
 	if len(turns) != 2 {
 		t.Fatalf("%d turn spans, want 2", len(turns))
 	}
@@ -114,12 +109,7 @@ func TestResumedTurnJoinsTheResolversTrace(t *testing.T) {
 	if err := h.m.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	var turns []sdktrace.ReadOnlySpan
-	for _, s := range rec.Ended() {
-		if s.Name() == "invoke_agent" {
-			turns = append(turns, s)
-		}
-	}
+	turns := spansNamed(rec, "invoke_agent")
 	if len(turns) != 2 {
 		t.Fatalf("%d turn spans, want the suspended one and the resumed one", len(turns))
 	}

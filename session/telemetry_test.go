@@ -41,12 +41,7 @@ func (m *spanModel) Stream(ctx context.Context, req *llm.ChatRequest) (*llm.Stre
 // inside it; approvals are events on the turn span (requested, then
 // resolved with their wait); the pending-approvals metric returns to zero.
 func TestSessionTelemetry(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	reader := sdkmetric.NewManualReader()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	defer tp.Shutdown(context.Background())
-	defer mp.Shutdown(context.Background())
+	tel, rec, reader := recorded(t)
 	var l ledger
 	var handlerMu sync.Mutex
 	handlerUnder := map[string]trace.SpanContext{}
@@ -60,7 +55,7 @@ func TestSessionTelemetry(t *testing.T) {
 	}
 	sm := &spanModel{}
 	hh := newHarness(t, Options{
-		Telemetry: telemetry.New(telemetry.WithTracerProvider(tp), telemetry.WithMeterProvider(mp)),
+		Telemetry: tel,
 		Tools:     []Tool{traced("refund", EffectNonIdempotentWrite), traced("email", ""), traced("lookup", EffectRead), traced("tag", EffectIdempotentWrite)},
 		Model:     sm,
 	})
@@ -157,21 +152,10 @@ func TestSessionTelemetry(t *testing.T) {
 	if asked != 2 || resolved != 2 {
 		t.Errorf("approval events: %d requested, %d resolved", asked, resolved)
 	}
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name == telemetry.MetricApprovalsPending {
-				found = true
-				for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
-					if p.Value != 0 {
-						t.Errorf("approvals pending %d after the turn", p.Value)
-					}
-				}
-			}
+	points, found := approvalsPending(t, reader)
+	for _, v := range points {
+		if v != 0 {
+			t.Errorf("approvals pending %d after the turn", v)
 		}
 	}
 	if !found {
@@ -231,15 +215,10 @@ func (l *lockedLog) String() string {
 // chorus.approval.expired event on the turn span, with its wait, not a
 // resolution; the pending-approvals metric goes back to zero.
 func TestApprovalExpiredEvent(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	reader := sdkmetric.NewManualReader()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	defer tp.Shutdown(context.Background())
-	defer mp.Shutdown(context.Background())
+	tel, rec, reader := recorded(t)
 	var l ledger
 	h := newHarness(t, Options{
-		Telemetry:       telemetry.New(telemetry.WithTracerProvider(tp), telemetry.WithMeterProvider(mp)),
+		Telemetry:       tel,
 		ApprovalTimeout: 300 * time.Millisecond,
 		Tools:           []Tool{tool(&l, "refund", EffectNonIdempotentWrite, ok("r"))},
 	})
@@ -265,41 +244,58 @@ func TestApprovalExpiredEvent(t *testing.T) {
 	if strings.Join(names, ",") != telemetry.EventApprovalAsked+","+EventApprovalExp || wait < 0.25 {
 		t.Fatalf("turn events %v, expired after %.3fs; want requested then expired after about 0.3s", names, wait)
 	}
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name == telemetry.MetricApprovalsPending {
-				for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
-					if p.Value != 0 {
-						t.Errorf("approvals pending %d after the turn", p.Value)
-					}
-				}
-			}
+	points, _ := approvalsPending(t, reader)
+	for _, v := range points {
+		if v != 0 {
+			t.Errorf("approvals pending %d after the turn", v)
 		}
 	}
 }
 
-// pendingApprovals reads chorus.session.approvals.pending.
-func pendingApprovals(t *testing.T, reader *sdkmetric.ManualReader) int64 {
+// approvalsPending reads chorus.session.approvals.pending: its points'
+// values, and whether the metric was there at all.
+func approvalsPending(t *testing.T, reader *sdkmetric.ManualReader) (points []int64, found bool) {
 	t.Helper()
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(context.Background(), &rm); err != nil {
 		t.Fatal(err)
 	}
-	var n int64
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
 			if m.Name == telemetry.MetricApprovalsPending {
+				found = true
 				for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
-					n += p.Value
+					points = append(points, p.Value)
 				}
 			}
 		}
 	}
+	return points, found
+}
+
+// pendingApprovals is chorus.session.approvals.pending summed over its points.
+func pendingApprovals(t *testing.T, reader *sdkmetric.ManualReader) int64 {
+	t.Helper()
+	points, _ := approvalsPending(t, reader)
+	var n int64
+	for _, v := range points {
+		n += v
+	}
 	return n
+}
+
+// recorded returns telemetry that records its spans into rec and its
+// metrics into reader, shut down when the test ends.
+func recorded(t *testing.T) (*telemetry.Telemetry, *tracetest.SpanRecorder, *sdkmetric.ManualReader) {
+	rec := tracetest.NewSpanRecorder()
+	reader := sdkmetric.NewManualReader()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() {
+		_ = tp.Shutdown(context.Background())
+		_ = mp.Shutdown(context.Background())
+	})
+	return telemetry.New(telemetry.WithTracerProvider(tp), telemetry.WithMeterProvider(mp)), rec, reader
 }
 
 // TestParkedApprovalsStayPending: a session passivated while its turn
@@ -308,15 +304,10 @@ func pendingApprovals(t *testing.T, reader *sdkmetric.ManualReader) int64 {
 // it takes it out, with the wait since it was asked, and a session still
 // parked when the Manager closes leaves the count then.
 func TestParkedApprovalsStayPending(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	reader := sdkmetric.NewManualReader()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	defer tp.Shutdown(context.Background())
-	defer mp.Shutdown(context.Background())
+	tel, rec, reader := recorded(t)
 	var l ledger
 	h := newHarness(t, Options{
-		Telemetry:   telemetry.New(telemetry.WithTracerProvider(tp), telemetry.WithMeterProvider(mp)),
+		Telemetry:   tel,
 		IdleTimeout: 10 * time.Millisecond,
 		Tools:       []Tool{tool(&l, "refund", EffectNonIdempotentWrite, ok("r"))},
 	})
@@ -366,17 +357,23 @@ func TestParkedApprovalsStayPending(t *testing.T) {
 	}
 }
 
+// spansNamed are the ended spans named name, in the order they ended.
+func spansNamed(rec *tracetest.SpanRecorder, name string) []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == name {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // lastSpan is the last ended span named name; the test fails without one.
 func lastSpan(t *testing.T, rec *tracetest.SpanRecorder, name string) sdktrace.ReadOnlySpan {
 	t.Helper()
-	var last sdktrace.ReadOnlySpan
-	for _, s := range rec.Ended() {
-		if s.Name() == name {
-			last = s
-		}
-	}
-	if last == nil {
+	spans := spansNamed(rec, name)
+	if len(spans) == 0 {
 		t.Fatalf("no %s span", name)
 	}
-	return last
+	return spans[len(spans)-1]
 }
