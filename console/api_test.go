@@ -472,25 +472,7 @@ func TestSessionEventsResumeAfterRestart(t *testing.T) {
 	if _, err := k.m.Wait(ctxT(t, 15*time.Second), "r1"); err != nil {
 		t.Fatal(err)
 	}
-	s2 := k.openSSE(APIPrefix+"sessions/r1/events", map[string]string{"Last-Event-ID": lastID})
-	defer s2.close()
-	var types []string
-	prev := uint64(0)
-	for {
-		e := s2.next(t)
-		var ev EventView
-		if err := jsonUnmarshal(e.data, &ev); err != nil {
-			t.Fatal(err)
-		}
-		if id := uint64(mustAtoi(e.id)); id <= uint64(mustAtoi(lastID)) || id <= prev {
-			t.Fatalf("after the restart: id %s, the last before it %s, the previous %d", e.id, lastID, prev)
-		}
-		prev = ev.Seq
-		types = append(types, ev.Type)
-		if ev.Type == "turn_finished" {
-			break
-		}
-	}
+	types := k.resumeUntilTurnEnds(t, "r1", lastID)
 	if len(types) < 3 || types[0] != "gap" || types[1] != "approval_resolved" {
 		t.Fatalf("resumed after the restart with %q; want a gap, then the approval's resolution", types)
 	}

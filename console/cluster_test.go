@@ -153,20 +153,7 @@ func TestClusterFailoverResume(t *testing.T) {
 	if _, err := k.m.Wait(ctxT(t, 15*time.Second), "fo1"); err != nil {
 		t.Fatal(err)
 	}
-	s2 := k.openSSE(APIPrefix+"sessions/fo1/events", map[string]string{"Last-Event-ID": lastID})
-	defer s2.close()
-	var types []string
-	for {
-		e := s2.next(t)
-		var ev EventView
-		if err := jsonUnmarshal(e.data, &ev); err != nil {
-			t.Fatal(err)
-		}
-		types = append(types, ev.Type)
-		if ev.Type == "turn_finished" {
-			break
-		}
-	}
+	types := k.resumeUntilTurnEnds(t, "fo1", lastID)
 	if len(types) < 3 || types[0] != "gap" || types[1] != "approval_resolved" || k.refunds("fo1") != 1 {
 		t.Fatalf("resumed on the next node with %q (%d refunds)", types, k.refunds("fo1"))
 	}

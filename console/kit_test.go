@@ -293,3 +293,29 @@ func (k *kit) login() (*http.Cookie, string) {
 }
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
+
+// resumeUntilTurnEnds follows session id's events from Last-Event-ID
+// lastID until its turn finishes, each event numbered above lastID and
+// above the one before it, and returns their types.
+func (k *kit) resumeUntilTurnEnds(t *testing.T, id, lastID string) []string {
+	t.Helper()
+	s := k.openSSE(APIPrefix+"sessions/"+id+"/events", map[string]string{"Last-Event-ID": lastID})
+	defer s.close()
+	var types []string
+	prev := uint64(0)
+	for {
+		e := s.next(t)
+		var ev EventView
+		if err := jsonUnmarshal(e.data, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if n := uint64(mustAtoi(e.id)); n <= uint64(mustAtoi(lastID)) || n <= prev {
+			t.Fatalf("resumed: id %s, the last before it %s, the previous %d", e.id, lastID, prev)
+		}
+		prev = ev.Seq
+		types = append(types, ev.Type)
+		if ev.Type == "turn_finished" {
+			return types
+		}
+	}
+}
