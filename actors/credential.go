@@ -146,6 +146,9 @@ type CredentialState struct {
 	pacer    *pacer
 	queue    []waiter
 	closed   bool
+	// diverted: the runtime paces this key in one budget with others
+	// (Divert); it only finishes what it granted.
+	diverted bool
 	timer    *time.Timer
 	timerAt  time.Time
 
@@ -155,6 +158,18 @@ type CredentialState struct {
 	// choosing a credential.
 	queued, inFlight atomic.Int64
 	cooldown         atomic.Int64 // unix nanoseconds
+	// sharing and reqLimit publish what the reports showed (Sharing).
+	sharing  atomic.Bool
+	reqLimit atomic.Int64
+}
+
+// Sharing reports, as of the last message the credential handled, whether
+// the provider's reports showed others drawing on its budget (the provider
+// counted more than its own grants explain, or refused a request paced
+// within what it reported), and the request limit it reported (zero:
+// none). Safe from any goroutine.
+func (c *CredentialState) Sharing() (shared bool, limit int) {
+	return c.sharing.Load(), int(c.reqLimit.Load())
 }
 
 // Load returns the credential's queue length, requests in flight and the
@@ -173,6 +188,12 @@ func (c *CredentialState) publish() {
 	c.inFlight.Store(int64(c.pacer.inFlight))
 	if !c.pacer.cooldownUntil.IsZero() {
 		c.cooldown.Store(c.pacer.cooldownUntil.UnixNano())
+	}
+	if r := &c.pacer.reqs; r.shared || c.pacer.toks.shared {
+		c.sharing.Store(true)
+	}
+	if c.pacer.last.HasRequests {
+		c.reqLimit.Store(int64(c.pacer.last.LimitRequests))
 	}
 }
 
@@ -341,7 +362,7 @@ func (c *CredentialState) Stopped() {
 func (c *CredentialState) TryGrant(cost int) (uint64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed || len(c.queue) > 0 || c.paced() || c.sent.Load() > 0 {
+	if c.closed || c.diverted || len(c.queue) > 0 || c.paced() || c.sent.Load() > 0 {
 		return 0, false
 	}
 	if blocked, _ := c.pacer.blocked(cost, time.Now()); blocked {
@@ -355,6 +376,10 @@ func (c *CredentialState) TryGrant(cost int) (uint64, bool) {
 func (c *CredentialState) admit(o Owner, w waiter) {
 	if c.closed {
 		o.Reply(w.reply, AdmitRefused{ID: w.id, Err: ErrClosed})
+		return
+	}
+	if c.diverted {
+		o.Reply(w.reply, AdmitRefused{ID: w.id, Err: errDiverted})
 		return
 	}
 	now := time.Now()
@@ -375,6 +400,34 @@ func (c *CredentialState) admit(o Owner, w waiter) {
 	w.arrived = now
 	c.queue = append(c.queue, w)
 	c.drain(o)
+}
+
+// errDiverted is the refusal of a credential the runtime now paces in one
+// budget with the other keys of its endpoint (Divert): the caller asks
+// that budget instead.
+var errDiverted = errors.New("chorus: credential paced in one budget with its endpoint's other keys")
+
+// Diverted reports whether err refuses an admission because the credential
+// is now paced in one budget with others: ask that budget instead.
+func Diverted(err error) bool { return errors.Is(err, errDiverted) }
+
+// Divert stops the credential admitting: the runtime paces it in one
+// budget with the other keys of its endpoint from now on. Its queued
+// callers, and every later one, are refused at once with an error Diverted
+// reports, so that they ask that budget; what it granted finishes here.
+func (c *CredentialState) Divert(o Owner) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	defer c.publish()
+	c.diverted = true
+	for _, w := range c.queue {
+		o.Reply(w.reply, AdmitRefused{ID: w.id, Err: errDiverted})
+	}
+	c.queue = nil
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timerAt = time.Time{}
+	}
 }
 
 // ErrCoolingDown is the refusal of a credential whose cooldown outlasts the
@@ -449,6 +502,79 @@ func (c *CredentialState) Snapshot() AdmissionStats {
 // CoolingDown returns the cooldown refusal's error, for a refusal that
 // crossed a node and is rebuilt on the caller's side.
 func CoolingDown() error { return errCoolingDown }
+
+// Adopt makes c, a credential that has served nothing, the one budget of
+// keys found to share a limit (the runtime paces them as one from then on):
+// it starts from the newest report any of them holds, less what they have
+// in flight (which that report may not count), and from their longest
+// cooldown. Their own states go on only to finish what they granted. Adopt
+// does nothing once c has seen a response.
+func (c *CredentialState) Adopt(keys ...*CredentialState) {
+	var last llm.RateLimit
+	var at, cool time.Time
+	openReqs, openToks := 0, 0
+	var reqs, toks budget // the most evidence of each limiter's kind
+	for _, k := range keys {
+		k.mu.Lock()
+		p := k.pacer
+		reqs.weigh(&p.reqs)
+		toks.weigh(&p.toks)
+		if t := p.reqs.repAt; p.last.HasRequests && t.After(at) {
+			last, at = p.last, t
+		} else if t := p.toks.repAt; !last.HasRequests && p.last.HasTokens && t.After(at) {
+			last, at = p.last, t
+		}
+		if p.cooldownUntil.After(cool) {
+			cool = p.cooldownUntil
+		}
+		for _, g := range p.grants {
+			openReqs++
+			openToks += g.cost
+		}
+		k.mu.Unlock()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	defer c.publish()
+	p := c.pacer
+	if p.observed {
+		return
+	}
+	now := time.Now()
+	age := now.Sub(at)
+	adopt := func(b *budget, limit, remaining int, reset time.Duration, open int) {
+		if limit <= 0 {
+			return
+		}
+		remaining = max(remaining-open, 0)
+		if reset > age {
+			reset -= age
+		} else {
+			remaining, reset = limit, 0 // that window has been refilled since
+		}
+		// Until the report's full instant, and a tenth more, the keys'
+		// grants may still be in the provider's counts.
+		b.inherited = now.Add(reset + reset/10)
+		b.learn(0, limit, remaining, reset, 0, 0, now)
+	}
+	if last.HasRequests {
+		p.reqs.fixed, p.reqs.score, p.reqs.lo, p.reqs.hi = reqs.fixed, reqs.score, reqs.lo, reqs.hi
+		adopt(&p.reqs, last.LimitRequests, last.RemainingRequests, last.ResetRequests, openReqs)
+		p.reqs.adopted(reqs)
+	}
+	if last.HasTokens {
+		p.toks.fixed, p.toks.score, p.toks.lo, p.toks.hi = toks.fixed, toks.score, toks.lo, toks.hi
+		adopt(&p.toks, last.LimitTokens, last.RemainingTokens, last.ResetTokens, openToks)
+		p.toks.adopted(toks)
+	}
+	if last.HasRequests || last.HasTokens {
+		p.observed = true
+		p.last = last
+	}
+	if cool.After(p.cooldownUntil) {
+		p.cooldownUntil = cool
+	}
+}
 
 // Seed teaches a credential that knows nothing yet the limits another
 // holder of the key saw in a response at time at: a budget owner that

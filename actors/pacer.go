@@ -19,9 +19,11 @@ type Limits struct {
 	// key: the runtime then paces every key of one endpoint as one budget,
 	// with one admission queue, and MaxConcurrency caps them together.
 	// Undeclared, keys that share a limit are still recognised from the
-	// reports (the provider counting more than their grants explain) and
-	// each paces at its share, with no late 429s but more slowly: what one
-	// key leaves unused in a window the others cannot know of.
+	// reports (the provider counting more than their grants explain): each
+	// paces at its share, with no late 429s but more slowly (what one key
+	// leaves unused in a window the others cannot know of), until the
+	// runtime joins them into one budget (runtime/joint.go: in one process,
+	// once every key shows it and all report one limit).
 	Shared bool
 }
 
@@ -92,6 +94,10 @@ type budget struct {
 	// what is reported, so together they stay inside it.
 	peers  int
 	shared bool
+	// inherited is until when the provider's counts may still hold grants
+	// made before this budget served (keys joined into it, Adopt): their
+	// reports then show no one else drawing on it.
+	inherited time.Time
 	// fixed scores the evidence of a fixed window: reports whose full
 	// instant stays put while what remains goes down. At a fixed window's
 	// reset only what is still in flight can land in the new window.
@@ -236,7 +242,7 @@ func (b *budget) learn(units, limit, remaining int, reset time.Duration, unseen,
 	if b.rate > 0 {
 		own = math.Min(float64(limit), b.level+b.rate*max(now.Sub(b.levelAt), 0).Seconds())
 	}
-	if !b.shared && (b.known || b.rate == 0) && float64(remaining) < own-2 {
+	if !b.shared && (b.known || b.rate == 0) && float64(remaining) < own-2 && !now.Before(b.inherited) {
 		// The provider counted more than our own grants explain: others
 		// draw on this budget (other keys of one organisation, or
 		// another client on this key). Alone, what remains is never
@@ -344,6 +350,29 @@ func (b *budget) classify(units, limit, remaining int, reset time.Duration, now 
 	b.rate = 0
 	if b.score >= bucketScore && b.lo > 0 {
 		b.rate = b.lo
+	}
+}
+
+// weigh keeps, of b and o, the most evidence of the limiter's kind: the
+// higher fixed-window score and the higher bucket score with its rate
+// bounds (Adopt: keys' readings of the one limit they share).
+func (b *budget) weigh(o *budget) {
+	if !o.known {
+		return
+	}
+	b.fixed = max(b.fixed, o.fixed)
+	if o.score > b.score || b.hi == 0 {
+		b.score, b.lo, b.hi = o.score, o.lo, o.hi
+	}
+}
+
+// adopted restores, after the first report, the limiter's kind that the
+// keys' readings showed (weigh): a bucket paces at its rate's lower bound
+// from the first admission, a fixed window is refilled as one.
+func (b *budget) adopted(o budget) {
+	b.fixed, b.score = o.fixed, o.score
+	if b.score >= bucketScore && o.lo > 0 {
+		b.lo, b.hi, b.rate = o.lo, o.hi, o.lo
 	}
 }
 

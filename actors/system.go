@@ -253,6 +253,10 @@ func (r *Ref) Finish(f RequestFinished) {
 	}
 }
 
+// Divert stops the credential admitting, for good: the runtime paces it in
+// one budget with the other keys of its endpoint (CredentialState.Divert).
+func (r *Ref) Divert() { r.Cred.Divert(r.owner) }
+
 // Accepted reports that grant seq's request was accepted (see
 // RequestAccepted). It is an Acceptor's method, applied at once or sent
 // like Finish.

@@ -79,6 +79,10 @@ type cred struct {
 	// shared: ref is the endpoint's one budget for a limit its keys share
 	// (Limits.Shared), the same admitter as its other keys'.
 	shared bool
+	// joint is the budget the endpoint's keys are joined into once their
+	// reports show they share one limit, undeclared (joint.go); nil for a
+	// key alone on its endpoint, declared shared, or in a cluster.
+	joint *joint
 }
 
 // admitters returns each credential's admitter once: keys sharing a limit
@@ -91,6 +95,10 @@ func (rt *Runtime) admitters() []actors.Admitter {
 			if !seen[c.ref] {
 				seen[c.ref] = true
 				out = append(out, c.ref)
+			}
+			if c.joint != nil && !seen[c.joint.ref] {
+				seen[c.joint.ref] = true
+				out = append(out, c.joint.ref)
 			}
 		}
 	}
@@ -129,6 +137,7 @@ func New(opts ...Option) (*Runtime, error) {
 	rt.base, rt.stop = context.WithCancel(context.Background())
 	learned := map[string]*providers.Learned{} // by endpoint
 	shared := map[string]actors.Admitter{}     // by endpoint, for limits shared by its keys
+	joints := map[string]*joint{}              // by endpoint, for limits its keys turn out to share
 	for _, cfg := range o.configs {
 		g := rt.groups[cfg.ID]
 		if g == nil {
@@ -181,6 +190,18 @@ func New(opts ...Option) (*Runtime, error) {
 				st.ShareEndpoint(peers[endpoint(cfg)])
 			}
 			c.ref = actors.Spawn(rt.sys, st)
+			if n := peers[ep]; n > 1 && !lim.Shared && lim.RequestsPerMinute == 0 && lim.TokensPerMinute == 0 {
+				// Keys that may turn out to share one limit (joint.go).
+				j := joints[ep]
+				if j == nil {
+					jl := lim
+					jl.MaxConcurrency *= n // each key's cap, together
+					j = &joint{ref: actors.Spawn(rt.sys, actors.NewCredentialState(cfg.ID, len(g.creds), jl, o.queueSize))}
+					joints[ep] = j
+				}
+				j.creds = append(j.creds, c)
+				c.joint = j
+			}
 		}
 		if lim.Shared {
 			if shared[ep] == nil {
@@ -318,7 +339,7 @@ func (g *group) pick(now time.Time) *cred {
 	var bestScore int64
 	for i := range g.creds {
 		c := g.creds[(start+i)%len(g.creds)]
-		_, _, cd := c.ref.Load()
+		_, _, cd := c.admitter().Load()
 		score := c.placed.Load()
 		if cd.After(now) {
 			score += int64(cd.Sub(now)/time.Millisecond) * 1_000
@@ -351,12 +372,18 @@ func (rt *Runtime) place(ctx context.Context, targets []target, cost int, ct *ca
 			c := t.g.pick(now)
 			ct.asking(c, now) // telemetry.go
 			c.placed.Add(1)
-			seq, err := c.ref.Admit(ctx, cost)
+			ref := c.admitter()
+			seq, err := ref.Admit(ctx, cost)
 			if err != nil {
 				c.placed.Add(-1)
 				switch {
 				case ctx.Err() != nil:
 					return firstErr(lastErr, ctx.Err())
+				case actors.Diverted(err):
+					// The key is now paced in its endpoint's joint budget
+					// (joint.go): ask that, without counting a placement.
+					n--
+					continue
 				case actors.ErrCoolingDown(err):
 					ct.refused(c, err)
 					lastErr = err
@@ -372,7 +399,7 @@ func (rt *Runtime) place(ctx context.Context, targets []target, cost int, ct *ca
 				rep.placed(step, t, c, time.Since(now))
 			}
 			cctx := ctx
-			if a, ok := c.ref.(actors.Acceptor); ok {
+			if a, ok := ref.(actors.Acceptor); ok {
 				once := false
 				cctx = providers.WithAcceptHook(ctx, func() {
 					if !once { // retries inside the call accept again
@@ -386,8 +413,11 @@ func (rt *Runtime) place(ctx context.Context, targets []target, cost int, ct *ca
 			if rep != nil {
 				rep.priced(rt, t, o)
 			}
-			c.ref.Finish(finished(seq, o))
+			ref.Finish(finished(seq, o))
 			c.placed.Add(-1)
+			if c.joint != nil && ref == c.ref {
+				c.joint.check()
+			}
 			if o.err == nil {
 				return nil
 			}
@@ -420,7 +450,7 @@ func firstErr(errs ...error) error {
 func (rt *Runtime) anyAvailable(g *group) bool {
 	now := time.Now()
 	for _, c := range g.creds {
-		if _, _, cd := c.ref.Load(); !cd.After(now) {
+		if _, _, cd := c.admitter().Load(); !cd.After(now) {
 			return true
 		}
 	}
@@ -586,7 +616,8 @@ type Stats struct {
 	RemainingRequests int
 	RemainingTokens   int
 	CooldownUntil     time.Time
-	// SharedLimit: the provider's keys share one limit (Limits.Shared), and
+	// SharedLimit: the provider's keys share one limit (Limits.Shared, or
+	// recognised from the reports and joined: joint.go), and
 	// Queued, InFlight, Requests, Failed, RateLimit, the remaining budget and
 	// CooldownUntil are that limit's, the same for each of its keys.
 	SharedLimit bool
@@ -601,14 +632,14 @@ func (rt *Runtime) Stats() []Stats {
 	var out []Stats
 	for _, id := range rt.order {
 		for _, c := range rt.groups[id].creds {
-			s, err := c.ref.Stats(2 * time.Second)
+			s, err := c.admitter().Stats(2 * time.Second)
 			if err != nil {
 				s = actors.AdmissionStats{Provider: id, RemainingRequests: -1, RemainingTokens: -1}
 			}
 			st := Stats{
 				Provider: id, Credential: s.Credential, Fingerprint: c.fp, Queued: s.Queued, InFlight: s.InFlight,
 				Requests: s.Requests, Failed: s.Failed, RateLimited: c.rateLimited.Load(), Restarts: s.Restarts,
-				Attempts: c.attempts.Load(), Retries: c.retries.Load(), SharedLimit: c.shared,
+				Attempts: c.attempts.Load(), Retries: c.retries.Load(), SharedLimit: c.shared || c.joined(),
 				RateLimit: s.RateLimit, RemainingRequests: s.RemainingRequests, RemainingTokens: s.RemainingTokens, CooldownUntil: s.CooldownUntil,
 			}
 			for _, f := range c.client.Learned().Flags() {

@@ -127,3 +127,54 @@ func TestPickSpreadsABurstOverKeys(t *testing.T) {
 		t.Errorf("a burst of 20 placed %d and %d: want 10 on each key", a.placed.Load(), b.placed.Load())
 	}
 }
+
+// Keys that share one limit undeclared are recognised from the reports and
+// joined into one budget, as if declared: every call served, no 429 after
+// the first window, both keys' stats on the shared limit. Keys with limits
+// of their own, on the same server, are never joined.
+func TestUndeclaredSharedKeysAreJoined(t *testing.T) {
+	const window = 400 * time.Millisecond
+	for _, org := range []bool{true, false} {
+		rl := llmtest.RateLimit{Requests: 10, Window: window, Model: llmtest.FixedWindow, PerKey: true}
+		if org {
+			rl.PerKey, rl.Orgs = false, map[string]string{"k-a": "acme", "k-b": "acme"}
+		}
+		srv := llmtest.NewServer(llmtest.WithRateLimit(rl))
+		rt := newRT(t, WithProvider(openaiCfg(srv, "k-a")), WithProvider(openaiCfg(srv, "k-b")))
+		start := time.Now()
+		var wg sync.WaitGroup
+		errs := make(chan error, 50)
+		sem := make(chan struct{}, 16)
+		for range 50 {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				if _, err := rt.Chat(ctxT(t, 30*time.Second), req("openai/m")); err != nil {
+					errs <- err
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Errorf("org %v: call failed: %v", org, err)
+		}
+		for _, at := range srv.RateLimitedAt() {
+			if at.Sub(start) > window {
+				t.Errorf("org %v: a 429 at %v, after the first window", org, at.Sub(start).Round(time.Millisecond))
+			}
+		}
+		st := rt.Stats()
+		if len(st) != 2 {
+			t.Fatalf("stats for %d credentials, want 2", len(st))
+		}
+		for _, s := range st {
+			if s.SharedLimit != org {
+				t.Errorf("org %v: credential %d SharedLimit %v", org, s.Credential, s.SharedLimit)
+			}
+		}
+		srv.Close()
+	}
+}

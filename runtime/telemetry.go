@@ -113,7 +113,7 @@ func (ct *callTrace) asking(c *cred, now time.Time) {
 	if a == nil {
 		return
 	}
-	q, _, cd := c.ref.Load()
+	q, _, cd := c.admitter().Load()
 	if !queueKnown(c.ref) {
 		q = -1
 	}
@@ -204,7 +204,7 @@ func (ct *callTrace) end(res *llm.ChatResult, err error) {
 // admission queue and requests in flight, and where known its learned
 // limits and remaining budget (the runtime's own count since the last
 // headers), named by provider and fingerprint. Keys that share one limit
-// (Limits.Shared) have one budget: it is one series, named by provider,
+// (Limits.Shared, or joined: joint.go) have one budget: it is one series, named by provider,
 // server.address and server.port with chorus.credential.shared=true (a
 // copy per key would count its queue and requests twice in a sum). Unknown
 // values are not reported (invariant 5: no guessed limits).
@@ -224,20 +224,21 @@ func (rt *Runtime) registerGauges() {
 		seen := map[actors.Admitter]bool{}
 		for _, id := range rt.order {
 			for _, c := range rt.groups[id].creds {
-				if seen[c.ref] {
+				ref := c.admitter()
+				if seen[ref] {
 					continue
 				}
-				seen[c.ref] = true
+				seen[ref] = true
 				at := metric.WithAttributes(telemetry.ProviderName(c.provider), telemetry.AttrCredential.String(c.fp), telemetry.AttrCredentialIdx.Int(c.index))
-				if c.shared {
+				if c.shared || c.joined() {
 					at = metric.WithAttributes(telemetry.ProviderName(c.provider), semconv.ServerAddress(c.server), semconv.ServerPort(c.port), telemetry.AttrCredentialShared.Bool(true))
 				}
-				q, f, _ := c.ref.Load()
-				if queueKnown(c.ref) {
+				q, f, _ := ref.Load()
+				if queueKnown(ref) {
 					o.ObserveInt64(queue, int64(q), at)
 				}
 				o.ObserveInt64(inFlight, int64(f), at)
-				s, err := c.ref.Stats(250 * time.Millisecond)
+				s, err := ref.Stats(250 * time.Millisecond)
 				if err != nil {
 					continue
 				}

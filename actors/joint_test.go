@@ -1,0 +1,95 @@
+package actors
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/chorusrt/chorus/llm"
+)
+
+// A diverted credential refuses the callers queued at it, and every later
+// one, with an error Diverted reports, while what it granted still
+// finishes there.
+func TestDivertRefusesQueuedAndLaterCallers(t *testing.T) {
+	_, r := spawn(t, Limits{MaxConcurrency: 1}, 8)
+	first, err := r.Admit(ctxT(t, time.Second), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 1)
+	go func() {
+		_, err := r.Admit(ctxT(t, 5*time.Second), 1)
+		errs <- err
+	}()
+	waitQueued(t, r, 1)
+	r.Divert()
+	if err := <-errs; !Diverted(err) {
+		t.Fatalf("a queued caller got %v, want a Diverted refusal", err)
+	}
+	if _, err := r.Admit(ctxT(t, time.Second), 1); !Diverted(err) {
+		t.Fatalf("a later caller got %v, want a Diverted refusal", err)
+	}
+	if Diverted(llm.ErrOverloaded) || Diverted(errors.New("x")) {
+		t.Fatal("Diverted reports other errors")
+	}
+	r.Finish(RequestFinished{Seq: first})
+	waitFinished(t, r, 1)
+	if s, _ := r.Stats(time.Second); s.InFlight != 0 {
+		t.Fatalf("the grant made before the divert is still in flight: %+v", s)
+	}
+}
+
+// A joint budget adopts the newest report any key holds, less what the
+// keys still have in flight (the report may not count it), with their
+// cooldown and their reading of the limiter; Sharing says what each key's
+// reports showed.
+func TestAdoptStartsFromTheKeysNewestReport(t *testing.T) {
+	a := NewCredentialState("p", 0, Limits{}, 8)
+	b := NewCredentialState("p", 1, Limits{}, 8)
+	a.ShareEndpoint(2)
+	b.ShareEndpoint(2)
+	o := nopOwner{}
+	grant := func(c *CredentialState) uint64 {
+		seq, ok := c.TryGrant(1)
+		if !ok {
+			c.mu.Lock()
+			seq = c.pacer.grant(1)
+			c.mu.Unlock()
+		}
+		return seq
+	}
+	report := func(c *CredentialState, seq uint64, remaining int) {
+		c.Finish(o, RequestFinished{Seq: seq, Status: 200, RateLimit: llm.RateLimit{HasRequests: true, LimitRequests: 20, RemainingRequests: remaining, ResetRequests: 400 * time.Millisecond}})
+	}
+	// Key a's first report counts only its own request; b's shows twelve
+	// more than b granted: others draw on b's budget.
+	report(a, grant(a), 19)
+	if shared, limit := a.Sharing(); shared || limit != 20 {
+		t.Fatalf("a: sharing %v, limit %d; want false, 20", shared, limit)
+	}
+	report(b, grant(b), 7)
+	if shared, limit := b.Sharing(); !shared || limit != 20 {
+		t.Fatalf("b: sharing %v, limit %d; want true, 20", shared, limit)
+	}
+	grant(a) // in flight at the join
+	grant(b)
+	j := NewCredentialState("p", 0, Limits{}, 8)
+	j.Adopt(a, b)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if !j.pacer.observed || !j.pacer.reqs.known || j.pacer.reqs.limit != 20 {
+		t.Fatalf("joint budget: observed %v, known %v, limit %d; want a known limit of 20", j.pacer.observed, j.pacer.reqs.known, j.pacer.reqs.limit)
+	}
+	if got := j.pacer.reqs.remaining; got != 5 {
+		t.Fatalf("joint budget starts with %d remaining: want 5 (b's newest report, 7, less the 2 in flight)", got)
+	}
+	if at := j.pacer.reqs.resetAt; at.Before(time.Now().Add(300*time.Millisecond)) || at.After(time.Now().Add(500*time.Millisecond)) {
+		t.Fatalf("joint budget resets in %v: want the report's 400ms", time.Until(at))
+	}
+}
+
+type nopOwner struct{}
+
+func (nopOwner) Reply(any, any) {}
+func (nopOwner) Wake()          {}

@@ -1,0 +1,83 @@
+package runtime
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/chorusrt/chorus/actors"
+)
+
+// joint is the one budget an endpoint's keys are paced as once their
+// reports show that they share one limit, undeclared (an organisation's or
+// a project's limit, as OpenAI and Anthropic count them): the same as
+// Limits.Shared declares from the start.
+//
+// Each key starts with a budget of its own, the right reading for keys
+// with limits of their own. When every key's reports show others drawing
+// on its budget (the provider counted more than the key's grants explain,
+// or refused a request paced within what it reported) and all report one
+// request limit, the keys draw on one limit: from then on their calls ask
+// the joint budget, which starts from the newest report any key holds
+// (actors.CredentialState.Adopt). Each key's own state only finishes what
+// it granted: callers queued there, or on their way, are refused with an
+// error actors.Diverted reports and ask the joint budget instead. Paced apart, each key could count only on its share of
+// what was reported, and what one key left unused in a window the others
+// could not know of: 1.1-2x the time the limit allows in the pacing matrix,
+// where one budget takes 1.00-1.05x.
+//
+// The join is for good: a process whose keys each share their limit with
+// someone else (keys of two organisations, each also used elsewhere) can
+// read as one limit, and is then paced as the stricter one, slower but
+// without 429s it would not otherwise get. Keys of one endpoint that
+// report no limits (Gemini) are never joined: nothing tells them apart.
+type joint struct {
+	ref   *actors.Ref
+	creds []*cred
+	on    atomic.Bool
+	mu    sync.Mutex // one join
+}
+
+// admitter is what a call on c asks for admission: the joint budget once
+// its endpoint's keys have been joined, c's own otherwise.
+func (c *cred) admitter() actors.Admitter {
+	if j := c.joint; j != nil && j.on.Load() {
+		return j.ref
+	}
+	return c.ref
+}
+
+// joined reports whether c's endpoint's keys are paced as one budget since
+// their reports showed they share one limit.
+func (c *cred) joined() bool { return c.joint != nil && c.joint.on.Load() }
+
+// check joins the keys once each one's reports show others drawing on its
+// budget and all report one request limit. Called after a key's call
+// finished; cheap (atomic loads) until then.
+func (j *joint) check() {
+	if j.on.Load() {
+		return
+	}
+	limit := 0
+	for _, c := range j.creds {
+		shared, l := c.ref.(*actors.Ref).Cred.Sharing()
+		if !shared || l <= 0 || (limit != 0 && l != limit) {
+			return
+		}
+		limit = l
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.on.Load() {
+		return
+	}
+	keys := make([]*actors.CredentialState, len(j.creds))
+	for i, c := range j.creds {
+		keys[i] = c.ref.(*actors.Ref).Cred
+	}
+	j.ref.Cred.Adopt(keys...)
+	j.on.Store(true)
+	for _, c := range j.creds {
+		// Callers queued at a key's own budget ask the joint one.
+		c.ref.(*actors.Ref).Divert()
+	}
+}
