@@ -511,25 +511,22 @@ func CoolingDown() error { return errCoolingDown }
 // does nothing once c has seen a response.
 func (c *CredentialState) Adopt(keys ...*CredentialState) {
 	var last llm.RateLimit
-	var at, cool time.Time
-	openReqs, openToks := 0, 0
-	var reqs, toks budget // the most evidence of each limiter's kind
+	var reqs, toks adoption
+	var cool time.Time
 	for _, k := range keys {
 		k.mu.Lock()
 		p := k.pacer
 		reqs.weigh(&p.reqs)
 		toks.weigh(&p.toks)
-		if t := p.reqs.repAt; p.last.HasRequests && t.After(at) {
-			last, at = p.last, t
-		} else if t := p.toks.repAt; !last.HasRequests && p.last.HasTokens && t.After(at) {
-			last, at = p.last, t
+		for _, g := range p.grants {
+			reqs.open++
+			toks.open += g.cost
 		}
 		if p.cooldownUntil.After(cool) {
 			cool = p.cooldownUntil
 		}
-		for _, g := range p.grants {
-			openReqs++
-			openToks += g.cost
+		if p.last.HasRequests || p.last.HasTokens {
+			last = p.last
 		}
 		k.mu.Unlock()
 	}
@@ -541,33 +538,8 @@ func (c *CredentialState) Adopt(keys ...*CredentialState) {
 		return
 	}
 	now := time.Now()
-	age := now.Sub(at)
-	adopt := func(b *budget, limit, remaining int, reset time.Duration, open int) {
-		if limit <= 0 {
-			return
-		}
-		remaining = max(remaining-open, 0)
-		if reset > age {
-			reset -= age
-		} else {
-			remaining, reset = limit, 0 // that window has been refilled since
-		}
-		// Until the report's full instant, and a tenth more, the keys'
-		// grants may still be in the provider's counts.
-		b.inherited = now.Add(reset + reset/10)
-		b.learn(0, limit, remaining, reset, 0, 0, now)
-	}
-	if last.HasRequests {
-		p.reqs.fixed, p.reqs.score, p.reqs.lo, p.reqs.hi = reqs.fixed, reqs.score, reqs.lo, reqs.hi
-		adopt(&p.reqs, last.LimitRequests, last.RemainingRequests, last.ResetRequests, openReqs)
-		p.reqs.adopted(reqs)
-	}
-	if last.HasTokens {
-		p.toks.fixed, p.toks.score, p.toks.lo, p.toks.hi = toks.fixed, toks.score, toks.lo, toks.hi
-		adopt(&p.toks, last.LimitTokens, last.RemainingTokens, last.ResetTokens, openToks)
-		p.toks.adopted(toks)
-	}
-	if last.HasRequests || last.HasTokens {
+	r, t := reqs.adopt(&p.reqs, now), toks.adopt(&p.toks, now)
+	if r || t {
 		p.observed = true
 		p.last = last
 	}

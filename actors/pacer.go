@@ -298,14 +298,21 @@ func (b *budget) classify(units, limit, remaining int, reset time.Duration, now 
 	if reset <= 0 || remaining >= limit {
 		return
 	}
-	if units <= b.clsUnits && !b.clsAt.IsZero() && !b.refilled {
-		return // an answer overtaken by a later grant's: an older state
+	// An answer overtaken by a later grant's carries an older state,
+	// unless it shows less left than that one: then the provider counted
+	// its request later (requests of a burst reach it in another order
+	// than they were granted), and it is the newer state. Weighing only
+	// grant order, a burst whose last grant was answered first taught
+	// nothing for a whole window.
+	later := units > b.clsUnits || (remaining < b.clsRemain && (!b.shared || b.peers <= 1))
+	if !later && !b.clsAt.IsZero() && !b.refilled {
+		return
 	}
 	hi := float64(limit-remaining) / reset.Seconds()
 	lo := float64(limit-remaining-1) / reset.Seconds()
 	prevAt, prevReset, prevRemain, prevUnits := b.clsAt, b.clsReset, b.clsRemain, b.clsUnits
 	b.clsAt, b.clsReset, b.clsRemain, b.clsUnits = now, reset, remaining, units
-	if prevAt.IsZero() || prevReset <= 0 || prevRemain >= limit || units <= prevUnits || (b.refilled && !b.shared) {
+	if prevAt.IsZero() || prevReset <= 0 || prevRemain >= limit || !later || (b.refilled && !b.shared) {
 		// No pair to weigh: no earlier report, or the earlier one's
 		// window has been refilled since (a window's next full instant
 		// lies a window later: that says nothing of the limiter). A
@@ -353,27 +360,64 @@ func (b *budget) classify(units, limit, remaining int, reset time.Duration, now 
 	}
 }
 
-// weigh keeps, of b and o, the most evidence of the limiter's kind: the
-// higher fixed-window score and the higher bucket score with its rate
-// bounds (Adopt: keys' readings of the one limit they share).
-func (b *budget) weigh(o *budget) {
-	if !o.known {
+// adoption gathers what keys joined into one budget knew of one limit
+// (CredentialState.Adopt): the newest state any of their reports
+// described, what they have in flight, and the most evidence of the
+// limiter's kind.
+type adoption struct {
+	known     bool
+	limit     int
+	at        time.Time // when the newest state's report arrived
+	remaining int
+	reset     time.Duration
+	open      int // the keys' grants in flight: cost units
+	// fixed and score with lo and hi: the highest fixed-window score, and
+	// the highest bucket score with its rate bounds.
+	fixed, score int
+	lo, hi       float64
+}
+
+// weigh takes in a key's budget: its newest state if newer than the one
+// held (a later full instant, or the same one with less left), and its
+// evidence of the limiter's kind.
+func (a *adoption) weigh(b *budget) {
+	if !b.known || b.repAt.IsZero() {
 		return
 	}
-	b.fixed = max(b.fixed, o.fixed)
-	if o.score > b.score || b.hi == 0 {
-		b.score, b.lo, b.hi = o.score, o.lo, o.hi
+	full, cur := b.repAt.Add(b.repReset), a.at.Add(a.reset)
+	tol := 5*time.Millisecond + b.repReset/50
+	if !a.known || full.After(cur.Add(tol)) || (!full.Before(cur.Add(-tol)) && b.repRemain < a.remaining) {
+		a.known, a.limit, a.at, a.remaining, a.reset = true, b.limit, b.repAt, b.repRemain, b.repReset
+	}
+	a.fixed = max(a.fixed, b.fixed)
+	if b.score > a.score || a.hi == 0 {
+		a.score, a.lo, a.hi = b.score, b.lo, b.hi
 	}
 }
 
-// adopted restores, after the first report, the limiter's kind that the
-// keys' readings showed (weigh): a bucket paces at its rate's lower bound
-// from the first admission, a fixed window is refilled as one.
-func (b *budget) adopted(o budget) {
-	b.fixed, b.score = o.fixed, o.score
-	if b.score >= bucketScore && o.lo > 0 {
-		b.lo, b.hi, b.rate = o.lo, o.hi, o.lo
+// adopt starts b from the adoption: the newest state less what the keys
+// have in flight (it may not count it), as of now, read as the limiter
+// the keys' evidence showed. It reports whether there was a state.
+func (a *adoption) adopt(b *budget, now time.Time) bool {
+	if !a.known || a.limit <= 0 {
+		return false
 	}
+	remaining, reset := max(a.remaining-a.open, 0), a.reset
+	if age := now.Sub(a.at); reset > age {
+		reset -= age
+	} else {
+		remaining, reset = a.limit, 0 // that window has been refilled since
+	}
+	// Until the state's full instant, and a tenth more, the keys' grants
+	// may still be in the provider's counts: they are not others'.
+	b.inherited = now.Add(reset + reset/10)
+	b.fixed, b.score = a.fixed, a.score
+	b.learn(0, a.limit, remaining, reset, 0, 0, now)
+	b.fixed, b.score = a.fixed, a.score
+	if b.score >= bucketScore && a.lo > 0 {
+		b.lo, b.hi, b.rate = a.lo, a.hi, a.lo
+	}
+	return true
 }
 
 // pacer decides admissions for one credential. It is owned by the actor.
