@@ -313,7 +313,7 @@ func (s *Server) batchRoute(r *http.Request) func(w http.ResponseWriter, r *http
 
 func (s *Server) recordBatch(f Format, r *http.Request, body []byte) {
 	s.mu.Lock()
-	s.reqs = append(s.reqs, Recorded{Format: f, Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Header: r.Header.Clone(), Body: body})
+	s.reqs = append(s.reqs, Recorded{Format: f, Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Header: r.Header.Clone(), Body: body, At: s.now()})
 	s.mu.Unlock()
 }
 

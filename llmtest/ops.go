@@ -338,7 +338,7 @@ func (s *Server) serveOp(w http.ResponseWriter, op *opRequest) {
 	}
 	x := &exchange{format: op.format, codec: c, model: model, body: op.body, key: requestKey(r)}
 	rec := Recorded{Format: op.format, Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(),
-		Header: r.Header.Clone(), Body: op.body, Model: model}
+		Header: r.Header.Clone(), Body: op.body, Model: model, At: s.now()}
 	s.mu.Lock()
 	s.reqs = append(s.reqs, rec)
 	x.seq = len(s.reqs)

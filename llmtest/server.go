@@ -53,6 +53,8 @@ type Recorded struct {
 	Stream bool
 	// Model is the model the request named (body or Gemini path).
 	Model string
+	// At is when the server received it (its clock).
+	At time.Time
 }
 
 // Server is a loopback HTTP server that speaks the OpenAI Chat
@@ -339,7 +341,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	x, rerr := route(r, body)
 	x.key = requestKey(r)
 	rec := Recorded{Format: x.format, Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(),
-		Header: r.Header.Clone(), Body: body, Stream: x.stream, Model: x.model}
+		Header: r.Header.Clone(), Body: body, Stream: x.stream, Model: x.model, At: s.now()}
 	s.mu.Lock()
 	s.reqs = append(s.reqs, rec)
 	x.seq = len(s.reqs)
