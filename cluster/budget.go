@@ -174,6 +174,11 @@ func (o *budgetOwner) init(c actor.Context) {
 		lim, queue = info.Limits, info.QueueSize
 	}
 	o.cred = actors.NewCredentialState(id, 0, lim, queue)
+	if ok && info.Peers > 1 {
+		// Keys of one endpoint that may turn out to share one limit:
+		// each paces at its share once the reports show it.
+		o.cred.ShareEndpoint(info.Peers)
+	}
 	o.token = randUint64()
 	o.sys, o.self = c.ActorSystem(), c.Self()
 }

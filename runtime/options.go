@@ -115,6 +115,12 @@ type Credential struct {
 	Limits    Limits
 	QueueSize int
 	Learned   *providers.Learned
+	// Peers is how many keys serve the credential's endpoint in this
+	// runtime: if the provider's reports then show others drawing on the
+	// key's budget, its budget paces at 1/Peers of what they report
+	// (actors.CredentialState.ShareEndpoint). Not set for a limit declared
+	// shared, whose one budget serves them all.
+	Peers int
 }
 
 // A SharedBudget supplies the admission authority of a credential in place

@@ -179,7 +179,11 @@ func New(opts ...Option) (*Runtime, error) {
 				// The budget is the endpoint's, whichever keys a node holds.
 				sum = sha256.Sum256([]byte("shared limit\x00" + ep))
 			}
-			c.ref, err = o.budget(Credential{Provider: cfg.ID, Index: len(g.creds), KeyID: hex.EncodeToString(sum[:8]), Limits: lim, QueueSize: o.queueSize, Learned: client.Learned()})
+			cr := Credential{Provider: cfg.ID, Index: len(g.creds), KeyID: hex.EncodeToString(sum[:8]), Limits: lim, QueueSize: o.queueSize, Learned: client.Learned()}
+			if !lim.Shared {
+				cr.Peers = peers[ep]
+			}
+			c.ref, err = o.budget(cr)
 			if err != nil {
 				rt.shutdown()
 				return nil, err

@@ -94,11 +94,20 @@ func TestSharedLimitAsksOneSharedBudget(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Without the declaration each key has its own budget.
+	if asked[0].Peers != 0 {
+		t.Errorf("the shared limit's budget was told of %d peers: it serves them all", asked[0].Peers)
+	}
+	// Without the declaration each key has its own budget, told how many
+	// keys serve the endpoint (should the reports show them sharing).
 	asked = nil
 	rt2 := newRT(t, WithProvider(cfgA), WithProvider(cfgB), WithSharedBudget(budget))
 	if len(asked) != 2 || asked[0].KeyID == asked[1].KeyID {
 		t.Errorf("undeclared: asked %d budgets, want one per key", len(asked))
+	}
+	for _, c := range asked {
+		if c.Peers != 2 {
+			t.Errorf("undeclared: key %d's budget told of %d peers, want the endpoint's 2 keys", c.Index, c.Peers)
+		}
 	}
 	_ = rt2.Close(context.Background())
 }
