@@ -29,7 +29,9 @@
 // charged what was granted after the report that named its reset; a token
 // bucket (OpenAI's and Anthropic's limiters, whose resets mean "until full")
 // is recognised when successive reports agree on one refill rate and is
-// paced at the lower bound of that rate. A provider that reports no limits
+// paced at the lower bound of that rate. Alone on a window, each answered
+// request is held until the full instant its own report names, so a
+// sliding window frees its requests one by one (pacer.held). A provider that reports no limits
 // (Gemini) has its request limit inferred from its 429s: what a window
 // accepted, counted when response headers arrive (RequestAccepted), until
 // the 429's retry delay names the window's end.

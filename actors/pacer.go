@@ -94,6 +94,11 @@ type budget struct {
 	// what is reported, so together they stay inside it.
 	peers  int
 	shared bool
+	// ours, when oursKnown, is the most of our requests a report being
+	// learned can count (the pacer's holds and requests in flight): what
+	// it counts beyond that is others'.
+	ours      int
+	oursKnown bool
 	// inherited is until when the provider's counts may still hold grants
 	// made before this budget served (keys joined into it, Adopt): their
 	// reports then show no one else drawing on it.
@@ -242,7 +247,7 @@ func (b *budget) learn(units, limit, remaining int, reset time.Duration, unseen,
 	if b.rate > 0 {
 		own = math.Min(float64(limit), b.level+b.rate*max(now.Sub(b.levelAt), 0).Seconds())
 	}
-	if !b.shared && (b.known || b.rate == 0) && float64(remaining) < own-2 && !now.Before(b.inherited) {
+	if !b.shared && (b.known || b.rate == 0) && float64(remaining) < own-2 && !now.Before(b.inherited) && (!b.oursKnown || remaining < limit-b.ours-2) {
 		// The provider counted more than our own grants explain: others
 		// draw on this budget (other keys of one organisation, or
 		// another client on this key). Alone, what remains is never
@@ -444,6 +449,54 @@ type pacer struct {
 	// inf is the request limit of a provider that reports none (Gemini),
 	// inferred from its 429s and what its windows let through.
 	inf inference
+
+	// holds are when the requests answered with a report leave the
+	// provider's request count, as their own reports named it (the
+	// report's full instant): the request a report answers was charged
+	// no later than the newest charge that report counts, so it has left
+	// every limiter by then (a fixed window at its end, a sliding one
+	// when its newest charge leaves, a bucket when full). Alone on the
+	// budget, a request fits when fewer than the limit are held or in
+	// flight: a sliding window then frees its requests one by one
+	// instead of all at the instant its newest leaves (which cost the
+	// spread of a window's requests in every window). noHolds: a 429
+	// came while the rule applied; it is not used again.
+	holds   []time.Time
+	noHolds bool
+	// holdsOwn says the newest report counted no more than the holds and
+	// the requests in flight explain: nobody else's requests are in it.
+	holdsOwn bool
+}
+
+// held decides a request from the holds when they apply (use): alone on a
+// request budget read from reports as a window (a bucket is paced at its
+// rate), nothing inherited from other keys, no 429 met while they applied.
+// fits says one more request is within the limit; if not, at is when the
+// earliest hold ends (zero: none does, an answer will tell). The holds,
+// not the budget's count, then decide: the count's refill comes at the
+// newest report's full instant, right for a fixed window, while a sliding
+// window whose requests the holds let go one by one has them leave one by
+// one after it.
+func (p *pacer) held(now time.Time) (use, fits bool, at time.Time) {
+	b := &p.reqs
+	if p.noHolds || !p.holdsOwn || !b.known || b.rate > 0 || b.score >= bucketScore || b.shared || b.window > 0 || p.inf.on || now.Before(b.inherited) || b.limit <= 0 {
+		return false, false, time.Time{}
+	}
+	n := 0
+	for _, h := range p.holds {
+		if h.After(now) {
+			p.holds[n] = h
+			n++
+			if at.IsZero() || h.Before(at) {
+				at = h
+			}
+		}
+	}
+	p.holds = p.holds[:n]
+	if n+p.inFlight < b.limit {
+		return true, true, time.Time{}
+	}
+	return true, false, at
 }
 
 // inference learns a request limit from a provider that sends no limit
@@ -576,7 +629,11 @@ func (p *pacer) blocked(cost int, now time.Time) (bool, time.Time) {
 		p.reqs.refresh(now, int(p.seq), reqsOpen)
 	}
 	p.toks.refresh(now, p.cum, toksOpen)
-	if !p.reqs.allows(1) {
+	if use, fits, at := p.held(now); use {
+		if !fits {
+			return true, at
+		}
+	} else if !p.reqs.allows(1) {
 		if p.inf.on {
 			p.inf.starved = true
 		}
@@ -644,16 +701,46 @@ func (p *pacer) release(seq uint64, rl llm.RateLimit, rateLimited bool, retryAft
 			}
 		}
 		if rl.HasRequests {
+			if !rateLimited && rl.ResetRequests > 0 && len(p.holds) < 4*max(rl.LimitRequests, 1) {
+				p.holds = append(p.holds, now.Add(rl.ResetRequests+resetMargin))
+			}
+			active := 0
+			for _, h := range p.holds {
+				if h.After(now) {
+					active++
+				}
+			}
+			// The holds and what is in flight bound what of ours the
+			// report can count: while they apply, a budget whose
+			// refills they outpace (a sliding window's requests let go
+			// one by one) is not taken for one others draw on.
+			if use, _, _ := p.held(now); use {
+				p.reqs.ours, p.reqs.oursKnown = active+p.inFlight, true
+			}
 			p.reqs.learn(int(seq), rl.LimitRequests, rl.RemainingRequests, rl.ResetRequests, unseenReqs, int(p.seq), now)
+			p.reqs.oursKnown = false
+			p.holdsOwn = rl.LimitRequests-rl.RemainingRequests <= active+p.inFlight
 		}
 		if rl.HasTokens {
 			p.toks.learn(g.cum, rl.LimitTokens, rl.RemainingTokens, rl.ResetTokens, unseenToks, p.cum, now)
 		}
+	} else if p.reqs.known && !rateLimited && len(p.holds) > 0 {
+		// An answer without a report (a failure): the request may have
+		// been counted; it is held until the budget's next refill, or as
+		// long as the newest report's reset, whichever is later.
+		until := now.Add(p.reqs.repReset + resetMargin)
+		if p.reqs.resetAt.After(until) {
+			until = p.reqs.resetAt
+		}
+		p.holds = append(p.holds, until)
 	}
 	if rateLimited && quotaWindow && retryAfter > 0 && p.headerless() {
 		p.refuse(g.at, now, retryAfter)
 	}
 	if rateLimited {
+		if use, _, _ := p.held(now); use {
+			p.noHolds = true // the holds read this limit wrong: not again
+		}
 		wait := retryAfter
 		if wait <= 0 {
 			wait = time.Second

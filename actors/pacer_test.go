@@ -655,3 +655,51 @@ func TestPacerInferredSlidingWindow(t *testing.T) {
 		t.Fatalf("a refusal naming when the next request leaves set the limit to %d, want 20", p.reqs.limit)
 	}
 }
+
+// A sliding window lets its requests go one by one, each a window after it
+// was charged: alone on it, the pacer lets one request go as each of its
+// own reports' full instants passes (the holds), not all at once when the
+// newest charge leaves, which cost a window's spread of requests in every
+// window at concurrency 1. A report counting more than the pacer's own
+// requests turns the holds off; so does a 429 met while they applied.
+func TestPacerSlidingWindowFreesOneByOne(t *testing.T) {
+	const w = time.Second
+	now := time.Now()
+	fill := func(p *pacer, others int) {
+		for n := 1; n <= 10; n++ {
+			at := now.Add(time.Duration(n) * 10 * time.Millisecond)
+			s := p.grant(1)
+			p.release(s, llm.RateLimit{HasRequests: true, LimitRequests: 10, RemainingRequests: max(10-n-others, 0), ResetRequests: w}, false, 0, false, at)
+		}
+	}
+	p := newPacer(Limits{}, now)
+	fill(p, 0)
+	if b, _ := p.blocked(1, now.Add(900*time.Millisecond)); !b {
+		t.Fatal("a full sliding window let a request go before its first charge left")
+	}
+	first := now.Add(10*time.Millisecond + w + resetMargin + time.Millisecond)
+	if b, _ := p.blocked(1, first); b {
+		t.Fatal("the window's first charge has left, yet nothing may go until its newest leaves")
+	}
+	p.grant(1)
+	b, at := p.blocked(1, first)
+	if !b || !at.Equal(now.Add(20*time.Millisecond+w+resetMargin)) {
+		t.Fatalf("a second request: blocked %v until %v; want blocked until the second charge leaves", b, at.Sub(now))
+	}
+
+	// Someone else's requests in the count: the budget's own reading.
+	q := newPacer(Limits{}, now)
+	fill(q, 3)
+	if b, _ := q.blocked(1, first); !b {
+		t.Fatal("holds used although the reports counted others' requests")
+	}
+
+	// A 429 while the holds applied: never again.
+	r := newPacer(Limits{}, now)
+	fill(r, 0)
+	s := r.grant(1)
+	r.release(s, llm.RateLimit{}, true, 10*time.Millisecond, false, first)
+	if !r.noHolds {
+		t.Fatal("a 429 while the holds applied left them on")
+	}
+}
