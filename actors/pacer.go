@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"container/heap"
 	"math"
 	"time"
 
@@ -461,7 +462,7 @@ type pacer struct {
 	// instead of all at the instant its newest leaves (which cost the
 	// spread of a window's requests in every window). noHolds: a 429
 	// came while the rule applied; it is not used again.
-	holds   []time.Time
+	holds   holdHeap
 	noHolds bool
 	// holdsOwn says the newest report counted no more than the holds and
 	// the requests in flight explain: nobody else's requests are in it.
@@ -482,21 +483,38 @@ func (p *pacer) held(now time.Time) (use, fits bool, at time.Time) {
 	if p.noHolds || !p.holdsOwn || !b.known || b.rate > 0 || b.score >= bucketScore || b.shared || b.window > 0 || p.inf.on || now.Before(b.inherited) || b.limit <= 0 {
 		return false, false, time.Time{}
 	}
-	n := 0
-	for _, h := range p.holds {
-		if h.After(now) {
-			p.holds[n] = h
-			n++
-			if at.IsZero() || h.Before(at) {
-				at = h
-			}
-		}
-	}
-	p.holds = p.holds[:n]
+	n := p.holds.active(now)
 	if n+p.inFlight < b.limit {
 		return true, true, time.Time{}
 	}
+	if n > 0 {
+		at = p.holds[0]
+	}
 	return true, false, at
+}
+
+// holdHeap is the holds, earliest first (a min-heap: answers arrive out
+// of order). Its cost per admission is logarithmic in the holds, which
+// number at most a few times the limit.
+type holdHeap []time.Time
+
+func (h holdHeap) Len() int           { return len(h) }
+func (h holdHeap) Less(i, j int) bool { return h[i].Before(h[j]) }
+func (h holdHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *holdHeap) Push(x any)        { *h = append(*h, x.(time.Time)) }
+func (h *holdHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// active drops the holds that ended by now and returns how many remain.
+func (h *holdHeap) active(now time.Time) int {
+	for len(*h) > 0 && !(*h)[0].After(now) {
+		heap.Pop(h)
+	}
+	return len(*h)
 }
 
 // inference learns a request limit from a provider that sends no limit
@@ -702,14 +720,9 @@ func (p *pacer) release(seq uint64, rl llm.RateLimit, rateLimited bool, retryAft
 		}
 		if rl.HasRequests {
 			if !rateLimited && rl.ResetRequests > 0 && len(p.holds) < 4*max(rl.LimitRequests, 1) {
-				p.holds = append(p.holds, now.Add(rl.ResetRequests+resetMargin))
+				heap.Push(&p.holds, now.Add(rl.ResetRequests+resetMargin))
 			}
-			active := 0
-			for _, h := range p.holds {
-				if h.After(now) {
-					active++
-				}
-			}
+			active := p.holds.active(now)
 			// The holds and what is in flight bound what of ours the
 			// report can count: while they apply, a budget whose
 			// refills they outpace (a sliding window's requests let go
@@ -732,7 +745,7 @@ func (p *pacer) release(seq uint64, rl llm.RateLimit, rateLimited bool, retryAft
 		if p.reqs.resetAt.After(until) {
 			until = p.reqs.resetAt
 		}
-		p.holds = append(p.holds, until)
+		heap.Push(&p.holds, until)
 	}
 	if rateLimited && quotaWindow && retryAfter > 0 && p.headerless() {
 		p.refuse(g.at, now, retryAfter)
