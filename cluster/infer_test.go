@@ -36,28 +36,7 @@ func TestHeaderlessLimitInferredAcrossNodes(t *testing.T) {
 	defer cancel()
 
 	start := time.Now()
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	failed := 0
-	for i, n := range nodes {
-		sem := make(chan struct{}, 8)
-		for j := range total / len(nodes) {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				req := &llm.ChatRequest{Model: "gemini/m", Messages: []llm.Message{llm.UserText("hi")}}
-				if _, err := n.Runtime().Chat(ctx, req); err != nil {
-					mu.Lock()
-					failed++
-					mu.Unlock()
-					t.Errorf("node %d request %d: %v", i, j, err)
-				}
-			}()
-		}
-	}
-	wg.Wait()
+	failed := chatAcross(ctx, t, nodes, "gemini/m", total)
 	elapsed := time.Since(start)
 	later := 0
 	all := srv.RateLimitedAt()
@@ -74,4 +53,33 @@ func TestHeaderlessLimitInferredAcrossNodes(t *testing.T) {
 	if later > 2*windows {
 		t.Fatalf("%d 429s after the first window in %d windows: the owner did not infer the limit from both nodes", later, windows)
 	}
+}
+
+// chatAcross makes total calls of model, split evenly over the nodes, 8 at
+// a time on each, and returns how many failed (each is reported).
+func chatAcross(ctx context.Context, t *testing.T, nodes []*Node, model string, total int) int {
+	t.Helper()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	failed := 0
+	for i, n := range nodes {
+		sem := make(chan struct{}, 8)
+		for j := range total / len(nodes) {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				req := &llm.ChatRequest{Model: model, Messages: []llm.Message{llm.UserText("hi")}}
+				if _, err := n.Runtime().Chat(ctx, req); err != nil {
+					mu.Lock()
+					failed++
+					mu.Unlock()
+					t.Errorf("node %d request %d: %v", i, j, err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	return failed
 }

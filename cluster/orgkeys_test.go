@@ -2,11 +2,9 @@ package cluster
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/llmtest"
 	"github.com/chorusrt/chorus/providers"
 	"github.com/chorusrt/chorus/runtime"
@@ -35,29 +33,8 @@ func TestUndeclaredSharedKeysAcrossNodes(t *testing.T) {
 	defer closeAll(t, nodes)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	var wg sync.WaitGroup
-	for i, n := range nodes {
-		sem := make(chan struct{}, 8)
-		for j := range total / len(nodes) {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				req := &llm.ChatRequest{Model: "openai/m", Messages: []llm.Message{llm.UserText("hi")}}
-				if _, err := n.Runtime().Chat(ctx, req); err != nil {
-					t.Errorf("node %d request %d: %v", i, j, err)
-				}
-			}()
-		}
-	}
-	wg.Wait()
-	var first time.Time
-	for _, r := range srv.Requests() {
-		if first.IsZero() || r.At.Before(first) {
-			first = r.At
-		}
-	}
+	chatAcross(ctx, t, nodes, "openai/m", total)
+	first := srv.FirstRequestAt()
 	all, late := srv.RateLimitedAt(), 0
 	for _, at := range all {
 		// The owners learn the limit, and that the keys share it, in the

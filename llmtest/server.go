@@ -185,6 +185,20 @@ func (s *Server) OpenConns() int {
 // the rate-limit emulation.
 func (s *Server) RateLimited() int { return int(s.limited.Load()) }
 
+// FirstRequestAt is when the server received its first request (zero:
+// none yet): where a rate limit's first window begins.
+func (s *Server) FirstRequestAt() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var first time.Time
+	for _, r := range s.reqs {
+		if first.IsZero() || r.At.Before(first) {
+			first = r.At
+		}
+	}
+	return first
+}
+
 // RateLimitedAt returns when each 429 was sent, oldest first, on the
 // server's clock (WithClock's, else the wall clock): a pacing test counts
 // the refusals after the first window.

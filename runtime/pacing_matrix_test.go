@@ -119,7 +119,7 @@ func runPacingCell(t *testing.T, c pacingCell) pacingResult {
 	}
 	wg.Wait()
 	r := pacingResult{total: total, failed: failed, elapsed: time.Since(start), minimum: minimumTime(c.model, capacity, total, pacingWindow)}
-	first := firstArrival(srv)
+	first := srv.FirstRequestAt() // where its limiter's first window begins
 	for _, at := range srv.RateLimitedAt() {
 		r.limited++
 		if at.Sub(first) > pacingWindow {
@@ -127,20 +127,6 @@ func runPacingCell(t *testing.T, c pacingCell) pacingResult {
 		}
 	}
 	return r
-}
-
-// firstArrival is when srv received its first request: where its limiter's
-// first window begins (a fixed one is aligned on it), the origin of "after
-// the first window" (the caller's clock starts before, by however long the
-// first request took to arrive).
-func firstArrival(srv *llmtest.Server) time.Time {
-	var first time.Time
-	for _, r := range srv.Requests() {
-		if first.IsZero() || r.At.Before(first) {
-			first = r.At
-		}
-	}
-	return first
 }
 
 // TestPacingMatrix runs the limiter models providers really use (fixed

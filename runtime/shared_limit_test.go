@@ -22,23 +22,7 @@ func TestSharedLimitPacesKeysAsOneBudget(t *testing.T) {
 	defer srv.Close()
 	rt := newRT(t, WithProvider(openaiCfg(srv, "k-a")), WithProvider(openaiCfg(srv, "k-b")), WithLimits("openai", Limits{Shared: true}))
 	start := time.Now()
-	var wg sync.WaitGroup
-	errs := make(chan error, 40)
-	sem := make(chan struct{}, 16)
-	for range 40 {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if _, err := rt.Chat(ctxT(t, 30*time.Second), req("openai/m")); err != nil {
-				errs <- err
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	for _, err := range chatAll(t, rt, "openai/m", 40, 16) {
 		t.Errorf("call failed: %v", err)
 	}
 	for _, at := range srv.RateLimitedAt() {
@@ -150,26 +134,10 @@ func TestUndeclaredSharedKeysAreJoined(t *testing.T) {
 		}
 		srv := llmtest.NewServer(llmtest.WithRateLimit(rl))
 		rt := newRT(t, WithProvider(openaiCfg(srv, "k-a")), WithProvider(openaiCfg(srv, "k-b")))
-		var wg sync.WaitGroup
-		errs := make(chan error, 50)
-		sem := make(chan struct{}, 16)
-		for range 50 {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				if _, err := rt.Chat(ctxT(t, 30*time.Second), req("openai/m")); err != nil {
-					errs <- err
-				}
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
+		for _, err := range chatAll(t, rt, "openai/m", 50, 16) {
 			t.Errorf("org %v: call failed: %v", org, err)
 		}
-		first := firstArrival(srv)
+		first := srv.FirstRequestAt()
 		for _, at := range srv.RateLimitedAt() {
 			if at.Sub(first) > window {
 				t.Errorf("org %v: a 429 at %v after the first request, after the first window", org, at.Sub(first).Round(time.Millisecond))
@@ -186,4 +154,29 @@ func TestUndeclaredSharedKeysAreJoined(t *testing.T) {
 		}
 		srv.Close()
 	}
+}
+
+// chatAll makes n calls of model on rt, conc at a time, and returns the
+// errors of those that failed.
+func chatAll(t *testing.T, rt *Runtime, model string, n, conc int) []error {
+	t.Helper()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	sem := make(chan struct{}, conc)
+	for range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if _, err := rt.Chat(ctxT(t, 30*time.Second), req(model)); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errs
 }
