@@ -331,8 +331,13 @@ func (c *CredentialState) Close(o Owner) {
 	defer c.mu.Unlock()
 	defer c.publish()
 	c.closed = true
+	c.refuseQueued(o, ErrClosed)
+}
+
+// refuseQueued refuses every queued caller with err and empties the queue.
+func (c *CredentialState) refuseQueued(o Owner, err error) {
 	for _, w := range c.queue {
-		o.Reply(w.reply, AdmitRefused{ID: w.id, Err: ErrClosed})
+		o.Reply(w.reply, AdmitRefused{ID: w.id, Err: err})
 	}
 	c.queue = nil
 }
@@ -420,10 +425,7 @@ func (c *CredentialState) Divert(o Owner) {
 	defer c.mu.Unlock()
 	defer c.publish()
 	c.diverted = true
-	for _, w := range c.queue {
-		o.Reply(w.reply, AdmitRefused{ID: w.id, Err: errDiverted})
-	}
-	c.queue = nil
+	c.refuseQueued(o, errDiverted)
 	if c.timer != nil {
 		c.timer.Stop()
 		c.timerAt = time.Time{}
