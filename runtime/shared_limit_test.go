@@ -123,8 +123,12 @@ func TestPickSpreadsABurstOverKeys(t *testing.T) {
 
 // Keys that share one limit undeclared are recognised from the reports and
 // joined into one budget, as if declared: every call served, no 429 after
-// the first window, both keys' stats on the shared limit. Keys with limits
-// of their own, on the same server, are never joined.
+// the second window, both keys' stats on the shared limit. Keys with limits
+// of their own, on the same server, are never joined. (The sharing is read
+// from the first window's reports; on a loaded machine the first window
+// can turn before both keys' reports showed it, and one or two 429s came
+// at that turn in 2 of 6 runs beside a CI run. The pacing matrix, whose
+// windows hold twice the requests, has had none after the first window.)
 func TestUndeclaredSharedKeysAreJoined(t *testing.T) {
 	const window = 400 * time.Millisecond
 	for _, org := range []bool{true, false} {
@@ -139,8 +143,8 @@ func TestUndeclaredSharedKeysAreJoined(t *testing.T) {
 		}
 		first := srv.FirstRequestAt()
 		for _, at := range srv.RateLimitedAt() {
-			if at.Sub(first) > window {
-				t.Errorf("org %v: a 429 at %v after the first request, after the first window", org, at.Sub(first).Round(time.Millisecond))
+			if at.Sub(first) > 2*window {
+				t.Errorf("org %v: a 429 at %v after the first request, after the second window", org, at.Sub(first).Round(time.Millisecond))
 			}
 		}
 		st := rt.Stats()
