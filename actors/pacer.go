@@ -417,7 +417,6 @@ func (a *adoption) adopt(b *budget, now time.Time) bool {
 	// Until the state's full instant, and a tenth more, the keys' grants
 	// may still be in the provider's counts: they are not others'.
 	b.inherited = now.Add(reset + reset/10)
-	b.fixed, b.score = a.fixed, a.score
 	b.learn(0, a.limit, remaining, reset, 0, 0, now)
 	b.fixed, b.score = a.fixed, a.score
 	if b.score >= bucketScore && a.lo > 0 {

@@ -32,10 +32,10 @@ import (
 // without 429s it would not otherwise get. Keys of one endpoint that
 // report no limits (Gemini) are never joined: nothing tells them apart.
 type joint struct {
-	ref   *actors.Ref
-	creds []*cred
-	on    atomic.Bool
-	mu    sync.Mutex // one join
+	ref  *actors.Ref
+	keys []*actors.Ref // the endpoint's keys' own budgets
+	on   atomic.Bool
+	mu   sync.Mutex // one join
 }
 
 // admitter is what a call on c asks for admission: the joint budget once
@@ -59,8 +59,8 @@ func (j *joint) check() {
 		return
 	}
 	limit := 0
-	for _, c := range j.creds {
-		shared, l := c.ref.(*actors.Ref).Cred.Sharing()
+	for _, k := range j.keys {
+		shared, l := k.Cred.Sharing()
 		if !shared || l <= 0 || (limit != 0 && l != limit) {
 			return
 		}
@@ -71,14 +71,13 @@ func (j *joint) check() {
 	if j.on.Load() {
 		return
 	}
-	keys := make([]*actors.CredentialState, len(j.creds))
-	for i, c := range j.creds {
-		keys[i] = c.ref.(*actors.Ref).Cred
+	states := make([]*actors.CredentialState, len(j.keys))
+	for i, k := range j.keys {
+		states[i] = k.Cred
 	}
-	j.ref.Cred.Adopt(keys...)
+	j.ref.Cred.Adopt(states...)
 	j.on.Store(true)
-	for _, c := range j.creds {
-		// Callers queued at a key's own budget ask the joint one.
-		c.ref.(*actors.Ref).Divert()
+	for _, k := range j.keys {
+		k.Divert() // callers queued at a key's own budget ask the joint one
 	}
 }

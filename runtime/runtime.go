@@ -193,7 +193,8 @@ func New(opts ...Option) (*Runtime, error) {
 			if !lim.Shared {
 				st.ShareEndpoint(peers[endpoint(cfg)])
 			}
-			c.ref = actors.Spawn(rt.sys, st)
+			ref := actors.Spawn(rt.sys, st)
+			c.ref = ref
 			if n := peers[ep]; n > 1 && !lim.Shared && lim.RequestsPerMinute == 0 && lim.TokensPerMinute == 0 {
 				// Keys that may turn out to share one limit (joint.go).
 				j := joints[ep]
@@ -203,7 +204,7 @@ func New(opts ...Option) (*Runtime, error) {
 					j = &joint{ref: actors.Spawn(rt.sys, actors.NewCredentialState(cfg.ID, len(g.creds), jl, o.queueSize))}
 					joints[ep] = j
 				}
-				j.creds = append(j.creds, c)
+				j.keys = append(j.keys, ref)
 				c.joint = j
 			}
 		}
