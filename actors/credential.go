@@ -161,6 +161,8 @@ type CredentialState struct {
 	// sharing and reqLimit publish what the reports showed (Sharing).
 	sharing  atomic.Bool
 	reqLimit atomic.Int64
+	// limited publishes that a request limit is known (Outlook).
+	limited atomic.Bool
 }
 
 // Sharing reports, as of the last message the credential handled, whether
@@ -195,6 +197,42 @@ func (c *CredentialState) publish() {
 	if c.pacer.last.HasRequests {
 		c.reqLimit.Store(int64(c.pacer.last.LimitRequests))
 	}
+	c.limited.Store(c.pacer.reqs.known && c.pacer.reqs.limit > 0)
+}
+
+// Outlook is what a credential's request budget would make of more
+// requests now: a hint for a runtime choosing among keys of one endpoint,
+// which then places a call where it would wait least (keys with limits of
+// their own differ in them, and keys whose limits were read from 429s
+// alone each hold whatever share of a limit they share they learned).
+type Outlook struct {
+	// Limit is the requests the budget lets through per window (its
+	// share, when it is paced at a share of a limit others draw on);
+	// zero: no request limit is known, and nothing else is set.
+	Limit int
+	// Free is what it could grant now.
+	Free int
+	// InFlight is what it granted and has not heard the end of.
+	InFlight int
+	// Cooling is how long a 429's cooldown holds it back beyond the
+	// refill Free waits for (zero: none does, or it ends by then).
+	Cooling time.Duration
+	// Shared says the provider's reports showed others drawing on the
+	// budget: Free is then this key's reading of its share, which the
+	// others' readings need not agree with.
+	Shared bool
+}
+
+// Outlook returns the credential's Outlook as of now. Safe from any
+// goroutine; it takes the credential's lock only once a request limit is
+// known.
+func (c *CredentialState) Outlook() Outlook {
+	if !c.limited.Load() {
+		return Outlook{}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pacer.outlook(time.Now())
 }
 
 // NewCredentialState returns the state of one credential.

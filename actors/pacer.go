@@ -492,6 +492,39 @@ func (p *pacer) held(now time.Time) (use, fits bool, at time.Time) {
 	return true, false, at
 }
 
+// outlook is what the request budget would make of more requests now
+// (see Outlook), as blocked would find it, without changing anything
+// blocked's refills and turns would.
+func (p *pacer) outlook(now time.Time) Outlook {
+	b := &p.reqs
+	if !b.known || b.limit <= 0 {
+		return Outlook{}
+	}
+	o := Outlook{Limit: max(int(float64(b.limit)/b.share()), 1), InFlight: p.inFlight, Shared: b.shared || p.toks.shared}
+	switch use, _, _ := p.held(now); {
+	case b.rate > 0:
+		level := b.level
+		if dt := now.Sub(b.levelAt); dt > 0 {
+			level = math.Min(float64(o.Limit), level+b.rate/b.share()*dt.Seconds())
+		}
+		o.Free = int(level)
+	case use:
+		o.Free = b.limit - p.holds.active(now) - p.inFlight
+	case !b.resetAt.IsZero() && !now.Before(b.resetAt):
+		o.Free = o.Limit - p.inFlight // refilled; what is in flight may land in it
+	default:
+		o.Free = b.remaining
+	}
+	if now.Before(p.cooldownUntil) {
+		o.Free = 0
+		if b.resetAt.IsZero() || p.cooldownUntil.After(b.resetAt) {
+			o.Cooling = p.cooldownUntil.Sub(now)
+		}
+	}
+	o.Free = max(o.Free, 0)
+	return o
+}
+
 // holdHeap is the holds, earliest first (a min-heap: answers arrive out
 // of order). Its cost per admission is logarithmic in the holds, which
 // number at most a few times the limit.

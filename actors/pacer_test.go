@@ -703,3 +703,39 @@ func TestPacerSlidingWindowFreesOneByOne(t *testing.T) {
 		t.Fatal("a 429 while the holds applied left them on")
 	}
 }
+
+// The outlook tells a runtime choosing among keys what the budget would
+// make of more requests now: nothing before a limit is known; what the
+// report leaves; the whole limit less what is in flight once the window
+// refilled, though no message came to refill it; nothing while a 429's
+// cooldown runs, counted as a wait of its own only past the refill; and
+// whether others draw on the budget.
+func TestPacerOutlook(t *testing.T) {
+	now := time.Now()
+	p := newPacer(Limits{}, now)
+	if o := p.outlook(now); o != (Outlook{}) {
+		t.Fatalf("outlook %+v before any limit is known, want none", o)
+	}
+	s1 := p.grant(1)
+	p.grant(1)
+	p.release(s1, llm.RateLimit{HasRequests: true, LimitRequests: 10, RemainingRequests: 6, ResetRequests: time.Second}, false, 0, false, now)
+	o := p.outlook(now)
+	if o.Limit != 10 || o.InFlight != 1 || o.Free > 6 || o.Free < 4 || o.Cooling != 0 || o.Shared {
+		t.Fatalf("outlook %+v after a report of 6 left of 10, one in flight", o)
+	}
+	if o := p.outlook(now.Add(2 * time.Second)); o.Free != 9 {
+		t.Errorf("outlook %+v past the reset, nothing refilled it yet: want 9 free (10 less the one in flight)", o)
+	}
+	p.release(2, llm.RateLimit{HasRequests: true, LimitRequests: 10, RemainingRequests: 0, ResetRequests: time.Second}, true, 100*time.Millisecond, false, now)
+	if o := p.outlook(now.Add(50 * time.Millisecond)); o.Free != 0 || o.Cooling != 0 {
+		t.Errorf("outlook %+v in a cooldown that ends before the refill: want no room, no wait of its own", o)
+	}
+	p.cooldownUntil = now.Add(5 * time.Second)
+	if o := p.outlook(now.Add(50 * time.Millisecond)); o.Free != 0 || o.Cooling < 4*time.Second {
+		t.Errorf("outlook %+v in a cooldown of 5s past the refill: want no room and the cooldown as a wait", o)
+	}
+	p.reqs.shared, p.reqs.peers = true, 2
+	if o := p.outlook(now.Add(10 * time.Second)); !o.Shared || o.Limit != 5 {
+		t.Errorf("outlook %+v of a budget two keys share: want it shared, a limit of 5 per key", o)
+	}
+}

@@ -243,6 +243,10 @@ var _ Acceptor = (*Ref)(nil)
 // Load returns the credential's queue, in-flight count and cooldown end.
 func (r *Ref) Load() (queued, inFlight int, cooldownUntil time.Time) { return r.Cred.Load() }
 
+// Outlook returns the credential's Outlook as of the last message it
+// handled.
+func (r *Ref) Outlook() Outlook { return r.Cred.Outlook() }
+
 // Finish reports the end of grant seq. While the credential paces
 // nothing it is applied at once, on the caller's goroutine (the callers it
 // lets go are answered as the actor answers them); otherwise, or when the

@@ -340,6 +340,9 @@ func (g *group) pick(now time.Time) *cred {
 		return g.creds[0]
 	}
 	start := int(g.next.Add(1))
+	if c := g.pickByOutlook(start); c != nil {
+		return c
+	}
 	var best *cred
 	var bestScore int64
 	for i := range g.creds {
@@ -351,6 +354,59 @@ func (g *group) pick(now time.Time) *cred {
 		}
 		if best == nil || score < bestScore {
 			best, bestScore = c, score
+		}
+	}
+	return best
+}
+
+// outlooker is an admitter that tells what its budget would make of more
+// requests (actors.Ref does; a cluster's remote budget does not).
+type outlooker interface{ Outlook() actors.Outlook }
+
+// pickByOutlook chooses, when every credential's budget knows its request
+// limit, the one where a call would wait least: not held back by a
+// cooldown beyond its budget's refill first (the shortest such), then the
+// fewest windows of backlog (what is placed on it and not yet granted,
+// this call included, beyond what it could grant now, over its limit per
+// window; none when it has room), then the least placed on it for its
+// limit, rotating among equals. Keys with limits of their own differ in
+// them (a key of a higher tier), and keys whose limits were read from 429s
+// alone (Gemini) hold whatever share of a limit they share each learned:
+// placed by count alone, the callers queued at the slower key waited out
+// windows the faster one left unused (1.26x the minimum in the pacing
+// matrix). Keys with room are spread over by their load, not by their
+// room: a key whose own reading of a shared limit shows more room than
+// another's took every call, so that the other's reports never showed the
+// sharing (runtime/joint.go) and its refills were all refused. A cooldown
+// that ends by the refill (a window's 429) is that wait, weighed with the
+// backlog as every key's is: ranked by its length, keys cooling down a few
+// milliseconds apart took every placement in turn. Nil when some limit is
+// not known, or some key's reports showed others drawing on its budget:
+// pick then weighs the counts alone. Such a key's room is its reading of
+// its share, which its peers' need not share until they are joined: a
+// key whose peer took every refill of one bucket met a 429 at each of its
+// own, chosen for the room it read, while the peer, never refused, never
+// showed the sharing that joins them (runtime/joint.go).
+func (g *group) pickByOutlook(start int) *cred {
+	var best *cred
+	var bestCool time.Duration
+	var bestWait, bestLoad float64
+	for i := range g.creds {
+		c := g.creds[(start+i)%len(g.creds)]
+		ol, ok := c.admitter().(outlooker)
+		if !ok {
+			return nil
+		}
+		o := ol.Outlook()
+		if o.Limit <= 0 || o.Shared {
+			return nil
+		}
+		placed := c.placed.Load()
+		need := max(placed-int64(o.InFlight), 0) + 1
+		wait := float64(max(need-int64(o.Free), 0)) / float64(o.Limit)
+		load := float64(placed+1) / float64(o.Limit)
+		if best == nil || o.Cooling < bestCool || (o.Cooling == bestCool && (wait < bestWait || (wait == bestWait && load < bestLoad))) {
+			best, bestCool, bestWait, bestLoad = c, o.Cooling, wait, load
 		}
 	}
 	return best

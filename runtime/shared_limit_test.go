@@ -184,3 +184,91 @@ func chatAll(t *testing.T, rt *Runtime, model string, n, conc int) []error {
 	wg.Wait()
 	return errs
 }
+
+// outlookAdmitter is an admitter whose budget tells its Outlook.
+type outlookAdmitter struct {
+	actors.Admitter
+	o actors.Outlook
+}
+
+func (a outlookAdmitter) Outlook() actors.Outlook { return a.o }
+
+func (a outlookAdmitter) Load() (int, int, time.Time) { return 0, a.o.InFlight, time.Time{} }
+
+// Keys whose budgets know their request limits are placed where a call
+// would wait least: where there is room now, then by windows of backlog
+// for the key's limit, a cooldown past the refill last. Placed by count
+// alone (as before), the first case went to the full key half the time,
+// and the burst below went half to the key with a third of the limit.
+func TestPickPlacesWhereACallWaitsLeast(t *testing.T) {
+	pickOf := func(as ...actors.Outlook) (*group, []*cred) {
+		cs := make([]*cred, len(as))
+		for i, o := range as {
+			cs[i] = &cred{ref: outlookAdmitter{o: o}, index: i}
+		}
+		return &group{id: "gemini", creds: cs}, cs
+	}
+	// Room beats none, whatever the rotation.
+	g, cs := pickOf(actors.Outlook{Limit: 10, Free: 0}, actors.Outlook{Limit: 10, Free: 1})
+	for range 4 {
+		if c := g.pick(time.Now()); c != cs[1] {
+			t.Fatalf("picked key %d, which has no room, over one that has", c.index)
+		}
+	}
+	// A burst onto full keys splits as their limits: 15 of 60 on the key
+	// of limit 10, 45 on the one of 30.
+	g, cs = pickOf(actors.Outlook{Limit: 10}, actors.Outlook{Limit: 30})
+	for range 60 {
+		g.pick(time.Now()).placed.Add(1)
+	}
+	if a, b := cs[0].placed.Load(), cs[1].placed.Load(); a < 14 || a > 16 || b < 44 || b > 46 {
+		t.Errorf("a burst of 60 placed %d on the key of limit 10 and %d on the one of 30: want about 15 and 45", a, b)
+	}
+	// A cooldown past the refill: the other key, backlog and all.
+	g, cs = pickOf(actors.Outlook{Limit: 10, Cooling: time.Second}, actors.Outlook{Limit: 10})
+	cs[1].placed.Store(30)
+	if c := g.pick(time.Now()); c != cs[1] {
+		t.Errorf("picked the key cooling down past its refill over one with a backlog")
+	}
+	// A key that reads its share of a limit others draw on, or one whose
+	// limit is not known: the counts alone, rotating among equals.
+	for _, o := range []actors.Outlook{{Limit: 10, Free: 5, Shared: true}, {}} {
+		g, cs = pickOf(actors.Outlook{Limit: 10}, o)
+		for range 20 {
+			g.pick(time.Now()).placed.Add(1)
+		}
+		if a, b := cs[0].placed.Load(), cs[1].placed.Load(); a != 10 || b != 10 {
+			t.Errorf("outlook %+v: placed %d and %d, want 10 on each by count", o, a, b)
+		}
+	}
+}
+
+// Two keys of one provider with limits of their own that differ (a key of
+// a higher tier), their limits known: a burst of callers is split as the
+// limits are, and each key serves about its share. Placed by count, half
+// the burst waited at the key of a quarter of the limit: it served 60 of
+// 120 calls.
+func TestKeysWithUnequalLimitsServeTheirShares(t *testing.T) {
+	const window = 300 * time.Millisecond
+	slow := llmtest.NewServer(llmtest.WithRateLimit(llmtest.RateLimit{Requests: 5, Window: window, Model: llmtest.FixedWindow}))
+	fast := llmtest.NewServer(llmtest.WithRateLimit(llmtest.RateLimit{Requests: 15, Window: window, Model: llmtest.FixedWindow}))
+	defer slow.Close()
+	defer fast.Close()
+	rt := newRT(t, WithProvider(openaiCfg(slow, "k-slow")), WithProvider(openaiCfg(fast, "k-fast")))
+	for _, err := range chatAll(t, rt, "openai/m", 4, 1) { // both limits learned
+		t.Fatalf("call failed: %v", err)
+	}
+	s0, f0 := slow.Count(), fast.Count()
+	for _, err := range chatAll(t, rt, "openai/m", 120, 120) {
+		t.Errorf("call failed: %v", err)
+	}
+	s, f := slow.Count()-s0, fast.Count()-f0
+	if s > 40 {
+		t.Errorf("of a burst of 120 calls the key of limit 5 served %d, the key of limit 15 %d: want about a quarter and three quarters", s, f)
+	}
+	for _, srv := range []*llmtest.Server{slow, fast} {
+		if n := len(srv.RateLimitedAt()); n > 0 {
+			t.Errorf("%d 429s from a key whose limit is reported", n)
+		}
+	}
+}
