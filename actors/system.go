@@ -243,8 +243,7 @@ var _ Acceptor = (*Ref)(nil)
 // Load returns the credential's queue, in-flight count and cooldown end.
 func (r *Ref) Load() (queued, inFlight int, cooldownUntil time.Time) { return r.Cred.Load() }
 
-// Outlook returns the credential's Outlook as of the last message it
-// handled.
+// Outlook returns the credential's Outlook as of now.
 func (r *Ref) Outlook() Outlook { return r.Cred.Outlook() }
 
 // Finish reports the end of grant seq. While the credential paces

@@ -331,10 +331,12 @@ func (rt *Runtime) callCtx(ctx context.Context) (context.Context, func()) {
 	}
 }
 
-// pick chooses the credential to ask: not cooling down first, then the
-// least busy (what this runtime placed on it and has not finished: the
-// admitter's published counts lag a burst of picks, which then all went to
-// the key that looked less busy), rotating among equals.
+// pick chooses the credential to ask: where a call waits least, once every
+// key's budget knows its request limit (pickByOutlook); otherwise not
+// cooling down first, then the least busy (what this runtime placed on it
+// and has not finished: the admitter's published counts lag a burst of
+// picks, which then all went to the key that looked less busy), rotating
+// among equals.
 func (g *group) pick(now time.Time) *cred {
 	if len(g.creds) == 1 {
 		return g.creds[0]
