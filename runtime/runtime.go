@@ -390,12 +390,14 @@ type outlooker interface{ Outlook() actors.Outlook }
 // own, chosen for the room it read, while the peer, never refused, never
 // showed the sharing that joins them (runtime/joint.go).
 func (g *group) pickByOutlook(start int) *cred {
-	var best *cred
-	var bestCool time.Duration
-	var bestWait, bestLoad float64
+	const inline = 4
+	var buf [inline]actors.Outlook
+	outs := buf[:0]
+	if len(g.creds) > inline {
+		outs = make([]actors.Outlook, 0, len(g.creds))
+	}
 	for i := range g.creds {
-		c := g.creds[(start+i)%len(g.creds)]
-		ol, ok := c.admitter().(outlooker)
+		ol, ok := g.creds[(start+i)%len(g.creds)].admitter().(outlooker)
 		if !ok {
 			return nil
 		}
@@ -403,6 +405,18 @@ func (g *group) pickByOutlook(start int) *cred {
 		if o.Limit <= 0 || o.Shared {
 			return nil
 		}
+		outs = append(outs, o)
+	}
+	// The placements are read after every outlook (each takes its key's
+	// lock, which can wait): read between two of them, a burst of
+	// concurrent picks decided on counts the others had since changed,
+	// and under load sent half the burst to a key of a quarter of the
+	// limit.
+	var best *cred
+	var bestCool time.Duration
+	var bestWait, bestLoad float64
+	for i, o := range outs {
+		c := g.creds[(start+i)%len(g.creds)]
 		placed := c.placed.Load()
 		need := max(placed-int64(o.InFlight), 0) + 1
 		wait := float64(max(need-int64(o.Free), 0)) / float64(o.Limit)
