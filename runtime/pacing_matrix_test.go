@@ -1,10 +1,8 @@
 package runtime
 
 import (
-	"context"
 	"fmt"
 	"math"
-	"sync"
 	"testing"
 	"time"
 
@@ -90,34 +88,16 @@ func runPacingCell(t *testing.T, c pacingCell) pacingResult {
 		opts = append(opts, WithLimits(id, Limits{Shared: true}))
 	}
 	rt := newRT(t, opts...)
-	start := time.Now()
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	failed := 0
-	sem := make(chan struct{}, c.concurrency)
 	total := pacingTotal
 	if c.keys == "per-key" {
 		total = 2*pacingTotal - pacingLimit
 	}
-	for range total {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			if _, err := rt.Chat(ctx, req(id+"/m")); err != nil {
-				mu.Lock()
-				failed++
-				if failed <= 3 {
-					t.Errorf("%v", err)
-				}
-				mu.Unlock()
-			}
-		}()
+	start := time.Now()
+	errs := chatAllWithin(t, rt, id+"/m", total, c.concurrency, 60*time.Second)
+	for _, err := range errs[:min(len(errs), 3)] {
+		t.Errorf("%v", err)
 	}
-	wg.Wait()
+	failed := len(errs)
 	r := pacingResult{total: total, failed: failed, elapsed: time.Since(start), minimum: minimumTime(c.model, capacity, total, pacingWindow)}
 	first := srv.FirstRequestAt() // where its limiter's first window begins
 	for _, at := range srv.RateLimitedAt() {

@@ -160,9 +160,15 @@ func TestUndeclaredSharedKeysAreJoined(t *testing.T) {
 	}
 }
 
-// chatAll makes n calls of model on rt, conc at a time, and returns the
-// errors of those that failed.
+// chatAll makes n calls of model on rt, conc at a time, each within 30
+// s, and returns the errors of those that failed.
 func chatAll(t *testing.T, rt *Runtime, model string, n, conc int) []error {
+	t.Helper()
+	return chatAllWithin(t, rt, model, n, conc, 30*time.Second)
+}
+
+// chatAllWithin is chatAll with each call given d.
+func chatAllWithin(t *testing.T, rt *Runtime, model string, n, conc int, d time.Duration) []error {
 	t.Helper()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -174,7 +180,9 @@ func chatAll(t *testing.T, rt *Runtime, model string, n, conc int) []error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if _, err := rt.Chat(ctxT(t, 30*time.Second), req(model)); err != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), d)
+			defer cancel()
+			if _, err := rt.Chat(ctx, req(model)); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
