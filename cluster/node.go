@@ -239,13 +239,14 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	})
 	if err := n.start(); err != nil {
 		_ = provider.Shutdown(false) // closes the membership listener
+		n.stopRemote()               // a start that failed after the remote's did
 		n.shutdownLocal()
 		return nil, err
 	}
 	n.addr = n.sys.Address()
 	w, err := n.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &workerActor{n: n} }), workerName)
 	if err != nil {
-		n.cl.Shutdown(false)
+		n.stopCluster()
 		n.shutdownLocal()
 		return nil, fmt.Errorf("cluster: spawn worker: %w", err)
 	}
@@ -434,8 +435,25 @@ func (n *Node) Close(ctx context.Context) error {
 // stopCluster leaves the cluster. A member leaves gracefully (gossiping
 // that it left, so others drop it at once); a client, which never
 // gossiped, just stops its remote and its membership polling.
+//
+// Proto.Actor can panic while leaving (on some half-started or
+// half-stopped states); the panic is logged, and whatever happened before
+// it, the remote's gRPC server is then stopped outright, so that its
+// listener and accept loop never outlive the node. A graceful leave that
+// got as far as stopping the server makes that a no-op.
 func (n *Node) stopCluster() {
-	defer func() { _ = recover() }() // Proto.Actor panics on some half-started states
+	defer n.stopRemote()
+	defer func() {
+		if r := recover(); r != nil {
+			n.log.Warn("cluster: Proto.Actor panicked while leaving", slog.String("node", n.cfg.Bind), slog.Any("panic", r))
+		}
+	}()
+	leaveCluster(n)
+}
+
+// leaveCluster is the leave itself, a variable so that a test can make it
+// panic the way Proto.Actor does.
+var leaveCluster = func(n *Node) {
 	if !n.cfg.Client {
 		n.cl.Shutdown(true) // stops the actor system too
 		return
@@ -443,6 +461,16 @@ func (n *Node) stopCluster() {
 	_ = n.cl.Config.ClusterProvider.Shutdown(true)
 	n.sys.Shutdown()
 	n.cl.Remote.Shutdown(true)
+}
+
+// stopRemote stops the remote's gRPC server at once (Proto.Actor's
+// non-graceful Shutdown is that alone). It recovers too: a remote that
+// never started has no server to stop.
+func (n *Node) stopRemote() {
+	defer func() { _ = recover() }()
+	if n.cl != nil && n.cl.Remote != nil {
+		n.cl.Remote.Shutdown(false)
+	}
 }
 
 func (n *Node) shutdownLocal() {
