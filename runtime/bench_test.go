@@ -2,8 +2,10 @@ package runtime
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/llmtest"
@@ -104,5 +106,48 @@ func BenchmarkAdmission(b *testing.B) {
 			b.Fatal(err)
 		}
 		c.ref.Finish(finished(seq, outcome{}))
+	}
+}
+
+// BenchmarkPick is the cost of choosing a credential among a provider's
+// keys, per call placed: by count when no key knows its request limit,
+// by outlook (each key's budget read under its lock) when every one does.
+func BenchmarkPick(b *testing.B) {
+	srv := llmtest.NewServer()
+	defer srv.Close()
+	for _, keys := range []int{2, 4} {
+		for _, known := range []bool{false, true} {
+			name := fmt.Sprintf("keys=%d/limits=%s", keys, map[bool]string{false: "unknown", true: "known"}[known])
+			b.Run(name, func(b *testing.B) {
+				var opts []Option
+				for i := range keys {
+					opts = append(opts, WithProvider(providers.Config{ID: "openai", Format: providers.FormatOpenAI, BaseURL: srv.OpenAIBaseURL(), APIKey: providers.Secret(fmt.Sprintf("k%d", i))}))
+				}
+				if known {
+					opts = append(opts, WithLimits("openai", Limits{RequestsPerMinute: 1 << 20}))
+				}
+				rt, err := New(opts...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer rt.Close(context.Background())
+				g := rt.groups["openai"]
+				ctx := context.Background()
+				for _, c := range g.creds { // one call each: their budgets publish what they know
+					seq, err := c.ref.Admit(ctx, 10)
+					if err != nil {
+						b.Fatal(err)
+					}
+					c.ref.Finish(finished(seq, outcome{}))
+				}
+				if c := g.pickByOutlook(0); (c != nil) != known {
+					b.Fatalf("placed by outlook: %v, want %v", c != nil, known)
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					g.pick(time.Now())
+				}
+			})
+		}
 	}
 }
