@@ -210,7 +210,8 @@ type Outlook struct {
 	// share, when it is paced at a share of a limit others draw on);
 	// zero: no request limit is known, and nothing else is set.
 	Limit int
-	// Free is what it could grant now.
+	// Free is what it could grant now (for a limit read from 429s, within
+	// its trailing period too, as a sliding window counts).
 	Free int
 	// InFlight is what it granted and has not heard the end of.
 	InFlight int
@@ -468,6 +469,33 @@ func (c *CredentialState) Divert(o Owner) {
 		c.timer.Stop()
 		c.timerAt = time.Time{}
 	}
+}
+
+// errShed is the refusal of a queued caller the runtime moved to another
+// key with room now (Shed).
+var errShed = errors.New("chorus: queued caller moved to a key with room")
+
+// Shed reports whether err refuses an admission because the caller was
+// moved from the queue to be placed again (CredentialState.Shed).
+func Shed(err error) bool { return errors.Is(err, errShed) }
+
+// Shed refuses up to n of the callers waiting in the queue, the newest
+// first (they would wait longest), with an error Shed reports, so that
+// the runtime places them again on a key that has room now, and returns
+// how many it refused. Callers at the head, which the pacer already
+// holds for the next refill, are the last to go.
+func (c *CredentialState) Shed(o Owner, n int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	defer c.publish()
+	k := 0
+	for k < n && len(c.queue) > 0 {
+		w := c.queue[len(c.queue)-1]
+		c.queue = c.queue[:len(c.queue)-1]
+		o.Reply(w.reply, AdmitRefused{ID: w.id, Err: errShed})
+		k++
+	}
+	return k
 }
 
 // ErrCoolingDown is the refusal of a credential whose cooldown outlasts the

@@ -93,3 +93,47 @@ type nopOwner struct{}
 
 func (nopOwner) Reply(any, any) {}
 func (nopOwner) Wake()          {}
+
+// Shed refuses the newest queued callers, up to n, with an error Shed
+// reports (the runtime places them again), leaves the older ones queued
+// in order, and reports how many it refused.
+func TestShedRefusesTheNewestQueuedCallers(t *testing.T) {
+	_, r := spawn(t, Limits{MaxConcurrency: 1}, 8)
+	first, err := r.Admit(ctxT(t, time.Second), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]chan error, 3)
+	for i := range errs {
+		errs[i] = make(chan error, 1)
+		go func() {
+			seq, err := r.Admit(ctxT(t, 5*time.Second), 1)
+			if err == nil {
+				r.Finish(RequestFinished{Seq: seq})
+			}
+			errs[i] <- err
+		}()
+		waitQueued(t, r, i+1) // queued in order
+	}
+	if n := r.Shed(2); n != 2 {
+		t.Fatalf("Shed(2) of 3 queued refused %d", n)
+	}
+	for _, i := range []int{2, 1} {
+		if err := <-errs[i]; !Shed(err) {
+			t.Fatalf("queued caller %d got %v, want a Shed refusal", i, err)
+		}
+	}
+	if q, _, _ := r.Load(); q != 1 {
+		t.Fatalf("%d callers queued after shedding 2 of 3, want the oldest", q)
+	}
+	r.Finish(RequestFinished{Seq: first})
+	if err := <-errs[0]; err != nil {
+		t.Fatalf("the oldest queued caller, not shed: %v", err)
+	}
+	if n := r.Shed(5); n != 0 {
+		t.Fatalf("Shed of an empty queue refused %d", n)
+	}
+	if Shed(llm.ErrOverloaded) || Shed(errDiverted) {
+		t.Fatal("Shed reports other errors")
+	}
+}

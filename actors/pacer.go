@@ -515,6 +515,21 @@ func (p *pacer) outlook(now time.Time) Outlook {
 	default:
 		o.Free = b.remaining
 	}
+	if n := p.inf.length(); p.inf.on && n > 0 {
+		// An inferred limit also holds to its trailing period (full):
+		// on a sliding window that, not the window's count, is what
+		// keeps a caller waiting.
+		from, in, open := now.Add(-n), 0, 0
+		for i := len(p.inf.accs) - 1; i >= 0 && p.inf.accs[i].After(from); i-- {
+			in++
+		}
+		for _, g := range p.grants {
+			if !g.accepted {
+				open++
+			}
+		}
+		o.Free = min(o.Free, b.limit-in-open)
+	}
 	if now.Before(p.cooldownUntil) {
 		o.Free = 0
 		if b.resetAt.IsZero() || p.cooldownUntil.After(b.resetAt) {
@@ -555,8 +570,9 @@ func (h *holdHeap) active(now time.Time) int {
 // and the requests the provider accepted in that window (counted when
 // their response headers arrive, not when they end: a 429 comes back at
 // once, a stream ends long after) are its limit. The window's length is
-// first read from that refusal (its end less the window's first
-// acceptance), then from two window ends a whole number of windows apart.
+// first read from that refusal (its end less when the window's first
+// accepted request was sent), then from two window ends a whole number of
+// windows apart.
 // The budget then refills the limit at each window end on its own, and
 // never lets more than the limit into any trailing window (a sliding
 // window lets its requests go one by one, not at a turn); a window that
@@ -595,9 +611,13 @@ type inference struct {
 	// raised): a refusal in it goes back to that, not below.
 	raised int
 	// slide is the window's length as the first refusal suggests it (end
-	// less the window's first acceptance), used by the trailing-period
-	// rule until two refusals tell the period.
+	// less when the window's first accepted request was sent), used by
+	// the trailing-period rule until two refusals tell the period.
 	slide time.Duration
+	// firstSent is when the first accepted request was granted, before
+	// any refusal: the window began between it and that request's
+	// acceptance (accs[0]), as the provider counted its arrival.
+	firstSent time.Time
 }
 
 // inferGrowAfter is how many whole, refusal-free windows raise an inferred
@@ -847,6 +867,9 @@ func (p *pacer) accept(seq uint64, now time.Time) {
 	}
 	if p.headerless() {
 		p.inf.accs = append(p.inf.accs, now)
+		if !p.inf.on && p.inf.firstSent.IsZero() {
+			p.inf.firstSent = g.at
+		}
 		if len(p.inf.accs) > maxAccs {
 			p.inf.accs = append(p.inf.accs[:0], p.inf.accs[len(p.inf.accs)-maxAccs/2:]...)
 		}
@@ -871,6 +894,14 @@ func (p *pacer) refuse(grantedAt, now time.Time, delay time.Duration) {
 	end := now.Add(delay)
 	tol := 20*time.Millisecond + delay/50
 	limit := max(inf.accepted, 1)
+	if n := inf.length(); inf.on && n > 0 {
+		// What the window ending at end let through: the acceptances
+		// since its start. On a fixed window those of the current
+		// window, as counted since the turn; on a sliding one, whose
+		// refusal names when its oldest request leaves, those since that
+		// request, which the turn on our own clock may have split.
+		limit = max(limit, inf.since(end.Add(-n)))
+	}
 	if n := inf.length(); inf.on && n > 0 && end.Before(inf.end.Add(-n/2)) && end.After(now) {
 		// The window turned on our clock before the provider's (or a
 		// sliding one lets its requests go one by one): this refusal
@@ -929,12 +960,22 @@ func (p *pacer) refuse(grantedAt, now time.Time, delay time.Duration) {
 			inf.period = gap
 		}
 	case !inf.on && len(inf.accs) > 0:
-		// The first refusal: its window began about when its first
-		// request was accepted (a window starting at the first request,
-		// or a sliding one whose oldest request leaves at end), so its
-		// length is about end less that, until two ends tell it. Bounded
-		// by the delay, should the first acceptance be long past.
-		inf.slide = min(end.Sub(inf.accs[0]), 4*delay)
+		// The first refusal: its window began when its first accepted
+		// request reached the provider (a window starting at the first
+		// request, or a sliding one whose oldest request leaves at end),
+		// so its length is about end less that, until two ends tell it.
+		// Bounded by the delay, should the first acceptance be long past.
+		//
+		// Read from when that request was sent, not from its acceptance:
+		// the provider counted it in between, and a length read short by
+		// the answer's latency lets each trailing slot go that much early,
+		// which keys drawing on one sliding window (each reading its own
+		// length) meet as a 429 at nearly every turn.
+		from := inf.accs[0]
+		if !inf.firstSent.IsZero() && inf.firstSent.Before(from) {
+			from = inf.firstSent
+		}
+		inf.slide = min(end.Sub(from), 4*delay)
 	}
 	inf.on, inf.end, inf.refusal, inf.starved, inf.clean, inf.probe = true, end, true, false, 0, false
 	p.reanchor(end)
@@ -972,6 +1013,15 @@ func (inf *inference) full(now time.Time, limit, open int) (bool, time.Time) {
 		return true, time.Time{} // the open ones alone fill it: their answers wake the pacer
 	}
 	return true, inf.accs[over].Add(period)
+}
+
+// since counts the acceptances at or after t.
+func (inf *inference) since(t time.Time) int {
+	n := 0
+	for i := len(inf.accs) - 1; i >= 0 && !inf.accs[i].Before(t); i-- {
+		n++
+	}
+	return n
 }
 
 // reanchor notes a window end a refusal named. Two such ends a whole

@@ -739,3 +739,74 @@ func TestPacerOutlook(t *testing.T) {
 		t.Errorf("outlook %+v of a budget two keys share: want it shared, a limit of 5 per key", o)
 	}
 }
+
+// An inferred sliding limit is read from what the window its refusal
+// names let through, however the pacer's own turns split it: the key's
+// turn (a refusal told it the window turned early) zeroed its count while
+// answers of the requests before it still arrived, and a later refusal
+// that named about the end of its own window found half the limit counted
+// since that turn; read from that count, a key of two sharing one window
+// fell from its share of 7 to 2. The window's length is read from when
+// the first accepted request was sent, not from its acceptance, which is
+// late by the answer's latency. Its trailing period bounds the outlook's
+// room too.
+func TestPacerSlidingShareKeepsItsTrailingCount(t *testing.T) {
+	p, _, ms, grant := onTestClock()
+	p.probeConcurrency = 64
+	p.observed = true
+	// The first window: 10 sent at 0, accepted at 2; the 11th refused at
+	// 5, "retry in 495ms": the oldest leaves at 500.
+	for range 10 {
+		s := grant(0)
+		p.accept(s, ms(2))
+		p.release(s, llm.RateLimit{}, false, 0, false, ms(3))
+	}
+	p.release(grant(0), llm.RateLimit{}, true, 495*time.Millisecond, true, ms(5))
+	if n := p.inf.length(); p.reqs.limit != 10 || n != 500*time.Millisecond {
+		t.Fatalf("inferred limit %d over %v, want 10 over 500ms (from the first send, not its acceptance at 2ms)", p.reqs.limit, n)
+	}
+	// The turn at 510: ten sent, five accepted at 512; a refusal at 513
+	// says the window turned early (its next slot at 515), and the other
+	// five are accepted at 520.
+	if b, _ := p.blocked(1, ms(510)); b {
+		t.Fatal("blocked at the turn")
+	}
+	var late []uint64
+	for i := range 10 {
+		s := grant(510)
+		if i < 5 {
+			p.accept(s, ms(512))
+			p.release(s, llm.RateLimit{}, false, 0, false, ms(512))
+		} else {
+			late = append(late, s)
+		}
+	}
+	p.release(grant(510), llm.RateLimit{}, true, 2*time.Millisecond, true, ms(513))
+	for _, s := range late {
+		p.accept(s, ms(520))
+		p.release(s, llm.RateLimit{}, false, 0, false, ms(520))
+	}
+	if p.reqs.limit != 10 {
+		t.Fatalf("a refusal naming the early turn set the limit to %d, want 10", p.reqs.limit)
+	}
+	p.blocked(1, ms(525)) // the pacer's own turn, its count zeroed
+	// At 1013 the five accepted at 512 have left: five free, though the
+	// window's count (zeroed at the turn) says ten.
+	if o := p.outlook(ms(1013)); o.Free != 5 {
+		t.Fatalf("outlook %+v at 1013ms, five of ten in the trailing period: want 5 free", o)
+	}
+	for range 5 {
+		if b, _ := p.blocked(1, ms(1013)); b {
+			t.Fatal("blocked at 1013ms with five free")
+		}
+		s := grant(1013)
+		p.accept(s, ms(1014))
+		p.release(s, llm.RateLimit{}, false, 0, false, ms(1014))
+	}
+	// A refusal at 1015 naming 1020, about the pacer's own window end: the
+	// window since 520 let ten through, five of them before the turn.
+	p.release(grant(1014), llm.RateLimit{}, true, 5*time.Millisecond, true, ms(1015))
+	if p.reqs.limit != 10 {
+		t.Fatalf("the refusal set the limit to %d, want the 10 its window let through (5 counted since the turn)", p.reqs.limit)
+	}
+}

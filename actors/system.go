@@ -260,6 +260,10 @@ func (r *Ref) Finish(f RequestFinished) {
 // one budget with the other keys of its endpoint (CredentialState.Divert).
 func (r *Ref) Divert() { r.Cred.Divert(r.owner) }
 
+// Shed refuses up to n of the credential's queued callers, the newest
+// first, so that they are placed again (CredentialState.Shed).
+func (r *Ref) Shed(n int) int { return r.Cred.Shed(r.owner, n) }
+
 // Accepted reports that grant seq's request was accepted (see
 // RequestAccepted). It is an Acceptor's method, applied at once or sent
 // like Finish.

@@ -361,6 +361,56 @@ func (g *group) pick(now time.Time) *cred {
 	return best
 }
 
+// shedder is an admitter whose queued callers can be moved (actors.Ref).
+type shedder interface{ Shed(n int) int }
+
+// rebalance runs after a call on c succeeded. If c has room now and
+// nobody queued for it, while another key of the group holds callers
+// queued for its next refill, up to c's room of those callers (the
+// newest, who would wait longest) are moved: placed again, they go where
+// they wait least, which is c. Callers are placed when they arrive, on
+// the shares the keys know then; a key whose share came out smaller than
+// its queue (keys of one organisation learning their shares in one
+// window), or the tail of a batch split unevenly, would otherwise leave
+// c's room unused while they wait out a whole window elsewhere. Only
+// where every key's outlook is known, as in pickByOutlook, and never
+// from a key with room of its own: its queue is about to be served.
+func (g *group) rebalance(c *cred) {
+	if len(g.creds) < 2 || c.joined() {
+		return
+	}
+	free := 0
+	var from *cred
+	fromQ := 0
+	for _, k := range g.creds {
+		ol, ok := k.admitter().(outlooker)
+		if !ok {
+			return
+		}
+		o := ol.Outlook()
+		if o.Limit <= 0 || o.Shared {
+			return
+		}
+		q, _, _ := k.admitter().Load()
+		if k == c {
+			if q > 0 || o.Free <= 0 || o.Cooling > 0 {
+				return
+			}
+			free = o.Free
+			continue
+		}
+		if o.Free <= 0 && q > fromQ {
+			from, fromQ = k, q
+		}
+	}
+	if from == nil {
+		return
+	}
+	if s, ok := from.admitter().(shedder); ok {
+		s.Shed(min(free, fromQ))
+	}
+}
+
 // outlooker is an admitter that tells what its budget would make of more
 // requests (actors.Ref does; a cluster's remote budget does not).
 type outlooker interface{ Outlook() actors.Outlook }
@@ -456,6 +506,11 @@ func (rt *Runtime) place(ctx context.Context, targets []target, cost int, ct *ca
 				switch {
 				case ctx.Err() != nil:
 					return firstErr(lastErr, ctx.Err())
+				case actors.Shed(err):
+					// Moved from a key's queue to one with room now
+					// (rebalance): placed again, not counted.
+					n--
+					continue
 				case actors.Diverted(err):
 					// The key is now paced in its endpoint's joint budget
 					// (joint.go): ask that, without counting a placement.
@@ -492,6 +547,9 @@ func (rt *Runtime) place(ctx context.Context, targets []target, cost int, ct *ca
 			}
 			ref.Finish(finished(seq, o))
 			c.placed.Add(-1)
+			if o.err == nil {
+				t.g.rebalance(c)
+			}
 			if c.joint != nil && ref == c.ref {
 				c.joint.check()
 			}
@@ -504,7 +562,12 @@ func (rt *Runtime) place(ctx context.Context, targets []target, cost int, ct *ca
 			lastErr = o.err
 			var rl *llm.RateLimitError
 			if errors.As(o.err, &rl) && !rl.QuotaExhausted {
-				continue // this credential now cools down; try again
+				// This credential now cools down; try again, placed once
+				// every key's could serve it (awaitRoom).
+				if !awaitRoom(ctx, t.g, c, rl.RetryAfter) {
+					return firstErr(lastErr, ctx.Err())
+				}
+				continue
 			}
 			if providers.Retryable(o.err) {
 				break placements
@@ -513,6 +576,49 @@ func (rt *Runtime) place(ctx context.Context, targets []target, cost int, ct *ca
 		}
 	}
 	return lastErr
+}
+
+// awaitRoom waits, before a call c's provider refused is placed again,
+// until the earliest any key of g could take it: c's cooldown (the
+// refusal's retry delay, from now) or another key's, whichever ends
+// first; a key not cooling down ends the wait at once. Placed at once
+// instead, the calls a first window refuses (dozens within a few
+// milliseconds, while each key still learns its share from that window's
+// answers) were placed on shares not yet known and queued for good at a
+// key whose share came out smaller. A call whose deadline comes first does
+// not wait. It returns false if ctx ends first.
+func awaitRoom(ctx context.Context, g *group, c *cred, retryAfter time.Duration) bool {
+	if len(g.creds) < 2 || retryAfter <= 0 {
+		return true
+	}
+	now := time.Now()
+	until := now.Add(retryAfter)
+	for _, o := range g.creds {
+		if o == c {
+			continue
+		}
+		_, _, cd := o.admitter().Load()
+		if !cd.After(now) {
+			return true
+		}
+		if cd.Before(until) {
+			until = cd
+		}
+	}
+	if dl, ok := ctx.Deadline(); ok && dl.Before(until) {
+		// The call cannot wait that long: its admission refuses it at
+		// once (a cooldown past its deadline), and it falls back to its
+		// next target, as it did before waiting here.
+		return true
+	}
+	tm := time.NewTimer(until.Sub(now))
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func firstErr(errs ...error) error {

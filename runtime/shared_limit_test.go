@@ -280,3 +280,103 @@ func TestKeysWithUnequalLimitsServeTheirShares(t *testing.T) {
 		}
 	}
 }
+
+// queueAdmitter is a fake key for rebalance and awaitRoom: its outlook,
+// queue and cooldown as set, and the sheds asked of it.
+type queueAdmitter struct {
+	actors.Admitter
+	o        actors.Outlook
+	queued   int
+	cooldown time.Time
+	shed     []int
+}
+
+func (a *queueAdmitter) Outlook() actors.Outlook { return a.o }
+
+func (a *queueAdmitter) Load() (int, int, time.Time) { return a.queued, a.o.InFlight, a.cooldown }
+
+func (a *queueAdmitter) Shed(n int) int {
+	a.shed = append(a.shed, n)
+	return min(n, a.queued)
+}
+
+func queueGroup(as ...*queueAdmitter) *group {
+	cs := make([]*cred, len(as))
+	for i, a := range as {
+		cs[i] = &cred{ref: a, index: i}
+	}
+	return &group{id: "gemini", creds: cs}
+}
+
+// After a call, a key with room and nobody queued takes callers queued
+// at a key without room (the one with most queued), up to its room; it
+// takes none while callers wait for it, while it has no room or cools
+// down, from a key with room of its own, or where some key's outlook is
+// unknown or read as a share of a limit others draw on.
+func TestRebalanceMovesQueuedCallersToRoom(t *testing.T) {
+	a := &queueAdmitter{o: actors.Outlook{Limit: 10, Free: 3}}
+	b := &queueAdmitter{o: actors.Outlook{Limit: 10}, queued: 2}
+	c := &queueAdmitter{o: actors.Outlook{Limit: 10}, queued: 5}
+	g := queueGroup(a, b, c)
+	g.rebalance(g.creds[0])
+	if len(b.shed) != 0 || len(c.shed) != 1 || c.shed[0] != 3 {
+		t.Fatalf("shed from b %v, from c %v: want 3 (a's room) from c, the longest queue", b.shed, c.shed)
+	}
+	for name, set := range map[string]func(){
+		"callers queued at the key with room": func() { a.queued = 1 },
+		"no room":                             func() { a.o.Free = 0 },
+		"a cooldown past the refill":          func() { a.o.Cooling = time.Second },
+		"the queued keys have room":           func() { b.o.Free, c.o.Free = 1, 1 },
+		"a share of a limit others draw on":   func() { b.o.Shared = true },
+		"a limit not known":                   func() { c.o = actors.Outlook{} },
+	} {
+		a.o, a.queued, b.o, c.o = actors.Outlook{Limit: 10, Free: 3}, 0, actors.Outlook{Limit: 10}, actors.Outlook{Limit: 10}
+		b.shed, c.shed = nil, nil
+		set()
+		g.rebalance(g.creds[0])
+		if len(b.shed)+len(c.shed) != 0 {
+			t.Errorf("%s: shed %v and %v, want none", name, b.shed, c.shed)
+		}
+	}
+}
+
+// A call a key's provider refused waits, before it is placed again, until
+// the earliest any key could take it: at once when another key is not
+// cooling down, until the other key's cooldown when that ends before the
+// refusal's delay, no longer than its context, and not at all when its
+// deadline comes before any key could take it.
+func TestAwaitRoomWaitsForTheEarliestKey(t *testing.T) {
+	within := func(name string, f func() bool, want bool) {
+		t.Helper()
+		done := make(chan bool, 1)
+		go func() { done <- f() }()
+		select {
+		case got := <-done:
+			if got != want {
+				t.Errorf("%s: returned %v, want %v", name, got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: still waiting after 10s on a retry delay of an hour", name)
+		}
+	}
+	a, b := &queueAdmitter{}, &queueAdmitter{}
+	g := queueGroup(a, b)
+	ctx := context.Background()
+	within("the other key is not cooling down", func() bool { return awaitRoom(ctx, g, g.creds[0], time.Hour) }, true)
+	b.cooldown = time.Now().Add(50 * time.Millisecond)
+	start := time.Now()
+	within("the other key's cooldown ends first", func() bool { return awaitRoom(ctx, g, g.creds[0], time.Hour) }, true)
+	if time.Now().Before(b.cooldown) {
+		t.Errorf("returned %v after the start, before the other key's cooldown ended", time.Since(start))
+	}
+	b.cooldown = time.Now().Add(time.Hour)
+	cctx, cancel := context.WithCancel(ctx)
+	time.AfterFunc(20*time.Millisecond, cancel)
+	within("the context ends", func() bool { return awaitRoom(cctx, g, g.creds[0], time.Hour) }, false)
+	within("one key alone", func() bool { return awaitRoom(ctx, queueGroup(a), g.creds[0], time.Hour) }, true)
+	// A deadline before the earliest cooldown: no wait, so that its
+	// admission refuses it at once and it falls back to its next target.
+	dctx, dcancel := context.WithTimeout(ctx, time.Minute)
+	defer dcancel()
+	within("a deadline before every cooldown", func() bool { return awaitRoom(dctx, g, g.creds[0], time.Hour) }, true)
+}
