@@ -1,33 +1,14 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
+	"github.com/chorusrt/chorus/internal/testkit/syncbuf"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
-
-// lockedBuffer is a log sink the node's goroutines may write concurrently.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // A leave that Proto.Actor panics in before stopping its remote (as its
 // remote's graceful shutdown can) still stops the remote's gRPC server:
@@ -49,7 +30,7 @@ func TestCloseStopsTheRemoteWhenTheLeavePanics(t *testing.T) {
 	addrs := freeAddrs(t, 2)
 	members := joinAll(t, "leave", addrs[:1], nil)
 	defer closeAll(t, members)
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	client, err := Join(context.Background(), Config{Name: "leave", Bind: addrs[1], Peers: addrs[:1], Client: true, RefreshInterval: 200 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/chorusrt/chorus/internal/testkit/syncbuf"
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/llmtest"
 	"github.com/chorusrt/chorus/telemetry"
@@ -169,7 +170,7 @@ func TestSessionLogsCarryTraceIDs(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	defer tp.Shutdown(context.Background())
-	var logs lockedLog
+	var logs syncbuf.Buffer
 	h := newHarness(t, Options{
 		Telemetry: telemetry.New(telemetry.WithTracerProvider(tp)),
 		Logger:    slog.New(telemetry.LogHandler(slog.NewTextHandler(&logs, nil))),
@@ -192,23 +193,6 @@ func TestSessionLogsCarryTraceIDs(t *testing.T) {
 	if !strings.Contains(line, "trace_id="+turn.SpanContext().TraceID().String()) {
 		t.Fatalf("log line %q lacks the turn's trace id %s", line, turn.SpanContext().TraceID())
 	}
-}
-
-type lockedLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestApprovalExpiredEvent: an approval whose deadline passes is a

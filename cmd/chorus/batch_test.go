@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/chorusrt/chorus/batch"
+	"github.com/chorusrt/chorus/internal/testkit/syncbuf"
 	"github.com/chorusrt/chorus/llmtest"
 )
 
@@ -499,7 +500,7 @@ func TestBatchFromStdin(t *testing.T) {
 		lines = append(lines, chatLine(fmt.Sprintf("s%02d", i), "", "from stdin"))
 	}
 	out := filepath.Join(t.TempDir(), "out.jsonl")
-	var errb lockedBuffer
+	var errb syncbuf.Buffer
 	e := env{stdin: strings.NewReader(strings.Join(lines, "\n")), stdout: &errb, stderr: &errb,
 		getenv: func(string) string { return "" }, width: func() int { return 0 }}
 	if code := run(context.Background(), e, []string{"batch", "-i", "-", "-o", out, "-c", "2000"}); code != 0 {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/chorusrt/chorus/cluster"
+	"github.com/chorusrt/chorus/internal/testkit/syncbuf"
 )
 
 // chorusNode is a running "chorus node" process.
@@ -21,7 +22,7 @@ type chorusNode struct {
 	addr string
 	cmd  *exec.Cmd
 	done chan struct{}
-	out  *lockedBuffer
+	out  *syncbuf.Buffer
 }
 
 func startNode(t *testing.T, bin, name, addr string, peers []string, extra ...string) *chorusNode {
@@ -38,7 +39,7 @@ func startNode(t *testing.T, bin, name, addr string, peers []string, extra ...st
 // of an endpoint the node serves).
 func launchNode(t *testing.T, cmd *exec.Cmd, addr string, want *regexp.Regexp) (*chorusNode, string) {
 	t.Helper()
-	n := &chorusNode{addr: addr, cmd: cmd, done: make(chan struct{}), out: &lockedBuffer{}}
+	n := &chorusNode{addr: addr, cmd: cmd, done: make(chan struct{}), out: &syncbuf.Buffer{}}
 	cmd.Stderr = n.out
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -109,7 +110,7 @@ func freePairs(t *testing.T, k int) []string {
 }
 
 // waitLines waits until path has at least n lines.
-func waitLines(t *testing.T, path string, n int, proc *exec.Cmd, stderr *lockedBuffer) {
+func waitLines(t *testing.T, path string, n int, proc *exec.Cmd, stderr *syncbuf.Buffer) {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		b, _ := os.ReadFile(path)
@@ -158,11 +159,11 @@ func TestBatchClusterSIGKILL(t *testing.T) {
 		want = append(want, id)
 	}
 	in := writeInput(t, lines...)
-	batch := func(out string, extra ...string) (*exec.Cmd, *lockedBuffer) {
+	batch := func(out string, extra ...string) (*exec.Cmd, *syncbuf.Buffer) {
 		args := append([]string{"batch", "-i", in, "-o", out, "-c", "6", "--cluster", "batchtest", "--peers", strings.Join(addrs, ",")}, extra...)
 		cmd := exec.Command(bin, args...)
 		cmd.Env = cleanEnv()
-		errb := &lockedBuffer{}
+		errb := &syncbuf.Buffer{}
 		cmd.Stderr = errb
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"github.com/chorusrt/chorus/internal/testkit/syncbuf"
 	"io"
 	"net/http"
 	"regexp"
@@ -97,7 +98,7 @@ func TestChatJSONAndFailures(t *testing.T) {
 // TestChatDefaultsToSimulator: with no key and no -m, chat asks sim/echo;
 // a prompt "-" is read from stdin.
 func TestChatDefaultsToSimulator(t *testing.T) {
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	e := env{stdin: strings.NewReader("from stdin\n"), stdout: &out, stderr: io.Discard,
 		getenv: func(string) string { return "" }, width: func() int { return 0 }}
 	if code := run(context.Background(), e, []string{"chat", "-"}); code != 0 {
@@ -132,7 +133,7 @@ func TestModels(t *testing.T) {
 // context ends; bad flags are named.
 func TestSimCommand(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errb lockedBuffer
+	var out, errb syncbuf.Buffer
 	e := env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(string) string { return "" }, width: func() int { return 0 }}
 	done := make(chan int)
 	go func() { done <- run(ctx, e, []string{"sim", "--addr", "127.0.0.1:0", "--latency", "1ms"}) }()

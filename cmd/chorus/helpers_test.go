@@ -8,37 +8,19 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/chorusrt/chorus/internal/testkit/syncbuf"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// lockedBuffer is a bytes.Buffer safe for concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // runCLI runs chorus in-process with the given environment (nothing else
 // of the real environment is visible: no key leaks in from the machine).
 func runCLI(t *testing.T, ctx context.Context, vars map[string]string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	var out, errb lockedBuffer
+	var out, errb syncbuf.Buffer
 	e := env{
 		stdin: strings.NewReader(""), stdout: &out, stderr: &errb,
 		getenv: func(k string) string { return vars[k] },

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/chorusrt/chorus/internal/testkit/syncbuf"
 	"io"
 	"net"
 	"net/http"
@@ -107,7 +108,7 @@ func startJaeger(t *testing.T) (otlp, query string) {
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, jaegerConfig, p[0], p[1], p[2], p[3]), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	cmd := exec.Command(bin, "--config", cfg)
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

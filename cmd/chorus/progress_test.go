@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/chorusrt/chorus/internal/testkit/syncbuf"
 	"regexp"
 	"strings"
 	"testing"
@@ -13,7 +14,7 @@ func TestProgressPlainLines(t *testing.T) {
 	old := plainEvery
 	plainEvery = 20 * time.Millisecond
 	t.Cleanup(func() { plainEvery = old })
-	var buf lockedBuffer
+	var buf syncbuf.Buffer
 	p := newProgress(&buf, false, nil, 10)
 	p.skip()
 	p.item(false, 100)
@@ -40,7 +41,7 @@ func TestProgressBar(t *testing.T) {
 	old := barEvery
 	barEvery = 10 * time.Millisecond
 	t.Cleanup(func() { barEvery = old })
-	var buf lockedBuffer
+	var buf syncbuf.Buffer
 	p := newProgress(&buf, true, func() int { return 100 }, 4)
 	p.item(false, 10)
 	p.item(false, 10)

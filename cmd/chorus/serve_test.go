@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"github.com/chorusrt/chorus/internal/testkit/syncbuf"
 	"io"
 	"net/http"
 	"os"
@@ -17,7 +18,7 @@ import (
 func startServe(t *testing.T, vars map[string]string, args ...string) (base string, stop func() (int, string)) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errb lockedBuffer
+	var out, errb syncbuf.Buffer
 	e := env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(k string) string { return vars[k] }, width: func() int { return 0 }}
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, e, append([]string{"serve"}, args...)) }()

@@ -1,16 +1,15 @@
 package actorkit
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/chorusrt/chorus/internal/testkit/syncbuf"
 	"go.uber.org/goleak"
 )
 
@@ -95,7 +94,7 @@ func TestAsk(t *testing.T) {
 // one, each holder's logger gets Proto.Actor's lines while it holds it
 // (once per distinct handler), and a released holder gets none.
 func TestSharedSystemRoutesLogs(t *testing.T) {
-	var a, b safeBuffer
+	var a, b syncbuf.Buffer
 	la := slog.New(slog.NewTextHandler(&a, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	lb := slog.New(slog.NewTextHandler(&b, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s1, s2, s3 := Shared(la), Shared(lb), Shared(la)
@@ -118,21 +117,4 @@ func TestSharedSystemRoutesLogs(t *testing.T) {
 	if strings.Contains(a.String(), "third") || strings.Contains(b.String(), "third") {
 		t.Fatal("a line reached a released holder")
 	}
-}
-
-type safeBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *safeBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *safeBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
