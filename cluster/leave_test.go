@@ -2,12 +2,13 @@ package cluster
 
 import (
 	"context"
-	"github.com/chorusrt/chorus/internal/testkit/syncbuf"
 	"log/slog"
 	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chorusrt/chorus/internal/testkit/syncbuf"
 )
 
 // A leave that Proto.Actor panics in before stopping its remote (as its

@@ -4,13 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"github.com/chorusrt/chorus/internal/testkit/syncbuf"
 	"io"
 	"net/http"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chorusrt/chorus/internal/testkit/syncbuf"
 )
 
 // TestChatGroupsByModel: two models stream at once; each model's answer

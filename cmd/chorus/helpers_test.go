@@ -10,8 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/chorusrt/chorus/internal/testkit/syncbuf"
 	"go.uber.org/goleak"
+
+	"github.com/chorusrt/chorus/internal/testkit/syncbuf"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/chorusrt/chorus/internal/testkit/syncbuf"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/chorusrt/chorus/internal/testkit/syncbuf"
 )
 
 // jaegerBin is the Jaeger v1.76 binary that make jaeger builds (see the

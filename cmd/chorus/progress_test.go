@@ -1,11 +1,12 @@
 package main
 
 import (
-	"github.com/chorusrt/chorus/internal/testkit/syncbuf"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chorusrt/chorus/internal/testkit/syncbuf"
 )
 
 // TestProgressPlainLines: off a terminal, a plain status line is printed

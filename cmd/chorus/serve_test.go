@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"github.com/chorusrt/chorus/internal/testkit/syncbuf"
 	"io"
 	"net/http"
 	"os"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chorusrt/chorus/internal/testkit/syncbuf"
 )
 
 // startServe runs "chorus serve" in-process and returns its base URL once

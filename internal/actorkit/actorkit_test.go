@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/chorusrt/chorus/internal/testkit/syncbuf"
 	"go.uber.org/goleak"
+
+	"github.com/chorusrt/chorus/internal/testkit/syncbuf"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
