@@ -519,15 +519,11 @@ func (p *pacer) outlook(now time.Time) Outlook {
 		// An inferred limit also holds to its trailing period (full):
 		// on a sliding window that, not the window's count, is what
 		// keeps a caller waiting.
-		from, in, open := now.Add(-n), 0, 0
+		from, in := now.Add(-n), 0
 		for i := len(p.inf.accs) - 1; i >= 0 && p.inf.accs[i].After(from); i-- {
 			in++
 		}
-		for _, g := range p.grants {
-			if !g.accepted {
-				open++
-			}
-		}
+		open, _ := p.open()
 		o.Free = min(o.Free, b.limit-in-open)
 	}
 	if now.Before(p.cooldownUntil) {
@@ -668,12 +664,7 @@ func (p *pacer) blocked(cost int, now time.Time) (bool, time.Time) {
 	// granted after it; one whose answer has begun was counted).
 	reqsOpen, toksOpen := 0, 0
 	if p.reqs.known || p.toks.known { // nothing to refill otherwise: no walk over what is in flight
-		for _, g := range p.grants {
-			if !g.accepted {
-				reqsOpen++
-				toksOpen += g.cost
-			}
-		}
+		reqsOpen, toksOpen = p.open()
 	}
 	if p.inf.on {
 		if !p.reqs.resetAt.IsZero() && !now.Before(p.reqs.resetAt) {
@@ -722,6 +713,18 @@ func (p *pacer) blocked(cost int, now time.Time) (bool, time.Time) {
 		return true, p.toks.wakeAt(cost, now)
 	}
 	return false, time.Time{}
+}
+
+// open counts the requests granted and not yet accepted, and their token
+// cost: what may still land in a window (blocked, outlook).
+func (p *pacer) open() (reqs, toks int) {
+	for _, g := range p.grants {
+		if !g.accepted {
+			reqs++
+			toks += g.cost
+		}
+	}
+	return reqs, toks
 }
 
 // grant admits a request of cost and returns its sequence number.

@@ -379,18 +379,16 @@ func (g *group) rebalance(c *cred) {
 	if len(g.creds) < 2 || c.joined() {
 		return
 	}
+	var buf [inlineOutlooks]actors.Outlook
+	outs := g.outlooks(0, &buf)
+	if outs == nil {
+		return
+	}
 	free := 0
 	var from *cred
 	fromQ := 0
-	for _, k := range g.creds {
-		ol, ok := k.admitter().(outlooker)
-		if !ok {
-			return
-		}
-		o := ol.Outlook()
-		if o.Limit <= 0 || o.Shared {
-			return
-		}
+	for i, o := range outs {
+		k := g.creds[i]
 		q, _, _ := k.admitter().Load()
 		if k == c {
 			if q > 0 || o.Free <= 0 || o.Cooling > 0 {
@@ -440,22 +438,10 @@ type outlooker interface{ Outlook() actors.Outlook }
 // own, chosen for the room it read, while the peer, never refused, never
 // showed the sharing that joins them (runtime/joint.go).
 func (g *group) pickByOutlook(start int) *cred {
-	const inline = 4
-	var buf [inline]actors.Outlook
-	outs := buf[:0]
-	if len(g.creds) > inline {
-		outs = make([]actors.Outlook, 0, len(g.creds))
-	}
-	for i := range g.creds {
-		ol, ok := g.creds[(start+i)%len(g.creds)].admitter().(outlooker)
-		if !ok {
-			return nil
-		}
-		o := ol.Outlook()
-		if o.Limit <= 0 || o.Shared {
-			return nil
-		}
-		outs = append(outs, o)
+	var buf [inlineOutlooks]actors.Outlook
+	outs := g.outlooks(start, &buf)
+	if outs == nil {
+		return nil
 	}
 	// The placements are read after every outlook (each takes its key's
 	// lock, which can wait): read between two of them, a burst of
@@ -476,6 +462,34 @@ func (g *group) pickByOutlook(start int) *cred {
 		}
 	}
 	return best
+}
+
+// inlineOutlooks is how many keys' outlooks fit the caller's array
+// (outlooks): more are put in a slice of their own.
+const inlineOutlooks = 4
+
+// outlooks returns every key's Outlook, the keys taken round from start,
+// in buf when they fit; nil if some key's is not to be weighed: its
+// admitter tells none (a cluster's remote budget), its request limit is
+// not known, or its reports showed others drawing on its budget (see
+// pickByOutlook). rebalance and pickByOutlook both act only on these.
+func (g *group) outlooks(start int, buf *[inlineOutlooks]actors.Outlook) []actors.Outlook {
+	outs := buf[:0]
+	if len(g.creds) > inlineOutlooks {
+		outs = make([]actors.Outlook, 0, len(g.creds))
+	}
+	for i := range g.creds {
+		ol, ok := g.creds[(start+i)%len(g.creds)].admitter().(outlooker)
+		if !ok {
+			return nil
+		}
+		o := ol.Outlook()
+		if o.Limit <= 0 || o.Shared {
+			return nil
+		}
+		outs = append(outs, o)
+	}
+	return outs
 }
 
 // outcome is one placement's result.

@@ -193,28 +193,19 @@ func chatAllWithin(t *testing.T, rt *Runtime, model string, n, conc int, d time.
 	return errs
 }
 
-// outlookAdmitter is an admitter whose budget tells its Outlook.
-type outlookAdmitter struct {
-	actors.Admitter
-	o actors.Outlook
-}
-
-func (a outlookAdmitter) Outlook() actors.Outlook { return a.o }
-
-func (a outlookAdmitter) Load() (int, int, time.Time) { return 0, a.o.InFlight, time.Time{} }
-
 // Keys whose budgets know their request limits are placed where a call
 // would wait least: where there is room now, then by windows of backlog
 // for the key's limit, a cooldown past the refill last. Placed by count
 // alone (as before), the first case went to the full key half the time,
 // and the burst below went half to the key with a third of the limit.
 func TestPickPlacesWhereACallWaitsLeast(t *testing.T) {
-	pickOf := func(as ...actors.Outlook) (*group, []*cred) {
-		cs := make([]*cred, len(as))
-		for i, o := range as {
-			cs[i] = &cred{ref: outlookAdmitter{o: o}, index: i}
+	pickOf := func(os ...actors.Outlook) (*group, []*cred) {
+		as := make([]*queueAdmitter, len(os))
+		for i, o := range os {
+			as[i] = &queueAdmitter{o: o}
 		}
-		return &group{id: "gemini", creds: cs}, cs
+		g := queueGroup(as...)
+		return g, g.creds
 	}
 	// Room beats none, whatever the rotation.
 	g, cs := pickOf(actors.Outlook{Limit: 10, Free: 0}, actors.Outlook{Limit: 10, Free: 1})
@@ -281,8 +272,8 @@ func TestKeysWithUnequalLimitsServeTheirShares(t *testing.T) {
 	}
 }
 
-// queueAdmitter is a fake key for rebalance and awaitRoom: its outlook,
-// queue and cooldown as set, and the sheds asked of it.
+// queueAdmitter is a fake key for pick, rebalance and awaitRoom: its
+// outlook, queue and cooldown as set, and the sheds asked of it.
 type queueAdmitter struct {
 	actors.Admitter
 	o        actors.Outlook
