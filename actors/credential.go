@@ -163,6 +163,11 @@ type CredentialState struct {
 	reqLimit atomic.Int64
 	// limited publishes that a request limit is known (Outlook).
 	limited atomic.Bool
+
+	// onHeld is told when the budget holds queued callers back (OnHeld);
+	// held notes that it did, under mu, until heldOut tells it outside.
+	onHeld func()
+	held   atomic.Bool
 }
 
 // Sharing reports, as of the last message the credential handled, whether
@@ -218,6 +223,12 @@ type Outlook struct {
 	// Cooling is how long a 429's cooldown holds it back beyond the
 	// refill Free waits for (zero: none does, or it ends by then).
 	Cooling time.Duration
+	// Room is how long until one more request could be granted, when Free
+	// is zero: the next refill, the oldest request leaving the trailing
+	// period, a token refilling, the cooldown's end, whichever the budget
+	// waits for (zero: Free is not zero, or only an answer to a request in
+	// flight makes room). A hint: the budget decides when it grants.
+	Room time.Duration
 	// Shared says the provider's reports showed others drawing on the
 	// budget: Free is then this key's reading of its share, which the
 	// others' readings need not agree with.
@@ -255,9 +266,27 @@ func (c *CredentialState) ShareEndpoint(n int) {
 	c.pacer.reqs.peers, c.pacer.toks.peers = n, n
 }
 
+// OnHeld has f called whenever the credential's budget leaves callers
+// waiting in its queue (the head cannot be granted yet): after the message
+// that found it so, on the goroutine that handled it, outside the
+// credential's lock, so that f may ask this credential and others for
+// their Outlook and Shed their queued callers. The runtime moves callers
+// so held to another key of the endpoint that has room. Call it before
+// the credential serves requests.
+func (c *CredentialState) OnHeld(f func()) { c.onHeld = f }
+
+// heldOut calls onHeld if the message just handled left callers held
+// back. Deferred before the lock is taken, it runs after it is released.
+func (c *CredentialState) heldOut() {
+	if c.onHeld != nil && c.held.Load() && c.held.Swap(false) {
+		c.onHeld()
+	}
+}
+
 // Admit handles a request for admission; from is where the answer goes
 // (handed back to o.Reply).
 func (c *CredentialState) Admit(o Owner, from any, m AdmitRequested) {
+	defer c.heldOut()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	defer c.publish()
@@ -267,6 +296,7 @@ func (c *CredentialState) Admit(o Owner, from any, m AdmitRequested) {
 // Cancel withdraws a waiting request, or gives back a grant that crossed
 // the withdrawal.
 func (c *CredentialState) Cancel(o Owner, m AdmitCancelled) {
+	defer c.heldOut()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	defer c.publish()
@@ -284,6 +314,7 @@ func (c *CredentialState) Cancel(o Owner, m AdmitCancelled) {
 
 // Finish applies a granted request's report and serves whom it lets go.
 func (c *CredentialState) Finish(o Owner, m RequestFinished) {
+	defer c.heldOut()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.finish(o, m)
@@ -305,6 +336,7 @@ func (c *CredentialState) finish(o Owner, m RequestFinished) {
 // Accept notes that grant seq's request was accepted (a 2xx response's
 // headers arrived), for a provider that reports no limits.
 func (c *CredentialState) Accept(o Owner, m RequestAccepted) {
+	defer c.heldOut()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.accept(o, m)
@@ -333,6 +365,7 @@ func (c *CredentialState) finishNow(o Owner, m RequestFinished) bool {
 	if m.RateLimited || m.RateLimit.HasRequests || m.RateLimit.HasTokens {
 		return false
 	}
+	defer c.heldOut()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.paced() || c.sent.Load() > 0 {
@@ -344,6 +377,7 @@ func (c *CredentialState) finishNow(o Owner, m RequestFinished) bool {
 
 // acceptNow is finishNow for an acceptance.
 func (c *CredentialState) acceptNow(o Owner, m RequestAccepted) bool {
+	defer c.heldOut()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.paced() || c.sent.Load() > 0 {
@@ -356,6 +390,7 @@ func (c *CredentialState) acceptNow(o Owner, m RequestAccepted) bool {
 // Wake serves the waiters that pacing or cooldown held back, after
 // o.Wake.
 func (c *CredentialState) Wake(o Owner) {
+	defer c.heldOut()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	defer c.publish()
@@ -520,6 +555,9 @@ func (c *CredentialState) drain(o Owner) {
 		if blocked {
 			if w.head.IsZero() {
 				c.queue[0].head = now
+			}
+			if c.onHeld != nil {
+				c.held.Store(true)
 			}
 			if !at.IsZero() {
 				c.arm(o, at)

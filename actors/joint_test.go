@@ -89,6 +89,40 @@ func TestAdoptStartsFromTheKeysNewestReport(t *testing.T) {
 	}
 }
 
+// Keys joined after their newest report's window turned: the joint
+// budget starts from the whole limit less what the keys have in flight,
+// which lands in the new window. Started from the whole limit, it let a
+// burst of 13 beside the keys' 10 into a window of 20 (three 429s on a
+// provider that reports its limits, in TestPacingMatrix).
+func TestAdoptAfterTheWindowTurnedCountsWhatIsInFlight(t *testing.T) {
+	a := NewCredentialState("p", 0, Limits{}, 8)
+	b := NewCredentialState("p", 1, Limits{}, 8)
+	o := nopOwner{}
+	for _, c := range []*CredentialState{a, b} {
+		c.ShareEndpoint(2)
+		seq, _ := c.TryGrant(1)
+		c.Finish(o, RequestFinished{Seq: seq, Status: 200, RateLimit: llm.RateLimit{HasRequests: true, LimitRequests: 20, RemainingRequests: 0, ResetRequests: time.Millisecond}})
+	}
+	time.Sleep(20 * time.Millisecond) // the window turned
+	for range 7 {
+		a.mu.Lock()
+		a.pacer.grant(1)
+		a.mu.Unlock()
+	}
+	for range 3 {
+		b.mu.Lock()
+		b.pacer.grant(1)
+		b.mu.Unlock()
+	}
+	j := NewCredentialState("p", 0, Limits{}, 8)
+	j.Adopt(a, b)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if got := j.pacer.reqs.remaining; got != 10 {
+		t.Fatalf("joint budget starts with %d remaining: want 10 (the limit of 20, less the 10 the keys have in flight)", got)
+	}
+}
+
 type nopOwner struct{}
 
 func (nopOwner) Reply(any, any) {}
@@ -135,5 +169,47 @@ func TestShedRefusesTheNewestQueuedCallers(t *testing.T) {
 	}
 	if Shed(llm.ErrOverloaded) || Shed(errDiverted) {
 		t.Fatal("Shed reports other errors")
+	}
+}
+
+// OnHeld is told when the budget leaves a caller waiting in the queue,
+// outside the credential's lock (it may read the credential and shed its
+// callers there), and not when a caller is granted at once.
+func TestOnHeldHearsCallersHeldBack(t *testing.T) {
+	s := NewSystem(nil)
+	st := NewCredentialState("p", 0, Limits{MaxConcurrency: 1}, 8)
+	held := make(chan int, 8)
+	var r *Ref
+	st.OnHeld(func() {
+		q := st.Snapshot().Queued // takes the lock: held here, it would never return
+		held <- q
+		r.Shed(q)
+	})
+	r = Spawn(s, st)
+	t.Cleanup(func() {
+		_ = r.Stop(time.Second)
+		s.Release()
+	})
+	first, err := r.Admit(ctxT(t, time.Second), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case q := <-held:
+		t.Fatalf("OnHeld called (%d queued) for a caller granted at once", q)
+	default:
+	}
+	if _, err := r.Admit(ctxT(t, 5*time.Second), 1); !Shed(err) {
+		t.Fatalf("a caller held back got %v, want the Shed refusal OnHeld asked for", err)
+	}
+	if q := <-held; q != 1 {
+		t.Fatalf("OnHeld saw %d queued, want the 1 held back", q)
+	}
+	r.Finish(RequestFinished{Seq: first})
+	waitFinished(t, r, 1)
+	select {
+	case q := <-held:
+		t.Fatalf("OnHeld called again (%d queued) with nobody held back", q)
+	default:
 	}
 }

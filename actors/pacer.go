@@ -412,7 +412,9 @@ func (a *adoption) adopt(b *budget, now time.Time) bool {
 	if age := now.Sub(a.at); reset > age {
 		reset -= age
 	} else {
-		remaining, reset = a.limit, 0 // that window has been refilled since
+		// That window has been refilled since; what the keys have in
+		// flight lands in the new one.
+		remaining, reset = max(a.limit-a.open, 0), 0
 	}
 	// Until the state's full instant, and a tenth more, the keys' grants
 	// may still be in the provider's counts: they are not others'.
@@ -501,6 +503,9 @@ func (p *pacer) outlook(now time.Time) Outlook {
 		return Outlook{}
 	}
 	o := Outlook{Limit: max(int(float64(b.limit)/b.share()), 1), InFlight: p.inFlight, Shared: b.shared || p.toks.shared}
+	// room is when one more request could be granted, should none be now
+	// (zero: when an answer to what is in flight frees room).
+	var room time.Time
 	switch use, _, _ := p.held(now); {
 	case b.rate > 0:
 		level := b.level
@@ -508,12 +513,21 @@ func (p *pacer) outlook(now time.Time) Outlook {
 			level = math.Min(float64(o.Limit), level+b.rate/b.share()*dt.Seconds())
 		}
 		o.Free = int(level)
+		if level < 1 {
+			room = now.Add(time.Duration((1 - level) / (b.rate / b.share()) * float64(time.Second)))
+		}
 	case use:
 		o.Free = b.limit - p.holds.active(now) - p.inFlight
+		if o.Free <= 0 && len(p.holds) > 0 {
+			room = p.holds[0]
+		}
 	case !b.resetAt.IsZero() && !now.Before(b.resetAt):
 		o.Free = o.Limit - p.inFlight // refilled; what is in flight may land in it
 	default:
 		o.Free = b.remaining
+		if o.Free <= 0 {
+			room = b.resetAt
+		}
 	}
 	if n := p.inf.length(); p.inf.on && n > 0 {
 		// An inferred limit also holds to its trailing period (full):
@@ -524,15 +538,29 @@ func (p *pacer) outlook(now time.Time) Outlook {
 			in++
 		}
 		open, _ := p.open()
-		o.Free = min(o.Free, b.limit-in-open)
+		free := b.limit - in - open
+		o.Free = min(o.Free, free)
+		if over := -free; free <= 0 && over < in {
+			// The oldest of those in the period that must leave first
+			// (full; when the open ones alone fill it, their answers).
+			if at := p.inf.accs[len(p.inf.accs)-in+over].Add(n); at.After(room) {
+				room = at
+			}
+		}
 	}
 	if now.Before(p.cooldownUntil) {
 		o.Free = 0
 		if b.resetAt.IsZero() || p.cooldownUntil.After(b.resetAt) {
 			o.Cooling = p.cooldownUntil.Sub(now)
 		}
+		if p.cooldownUntil.After(room) {
+			room = p.cooldownUntil
+		}
 	}
 	o.Free = max(o.Free, 0)
+	if o.Free == 0 && room.After(now) {
+		o.Room = room.Sub(now)
+	}
 	return o
 }
 
@@ -912,10 +940,20 @@ func (p *pacer) refuse(grantedAt, now time.Time, delay time.Duration) {
 		// next request leaves. It says nothing of the limit, unless the
 		// limit was just raised: then the raise is what it refused.
 		// The window and the period are corrected from the end it names.
-		if inf.raised > 0 {
+		raised := inf.raised > 0
+		if raised {
 			p.reqs.limit, inf.raised = inf.raised, 0
 		}
 		p.reanchor(end)
+		if short := end.Sub(grantedAt); !raised && short > 0 && short <= n/100 {
+			// The request went out just before room was made for it:
+			// the length was read short by at least that (keys of one
+			// organisation each read it from their own first request,
+			// which the window's oldest may predate). Longer than a
+			// hundredth of it, the wait is another key's request in a
+			// window they share, not a misreading.
+			p.lengthen(short)
+		}
 		// The rest of this burst's refusals name the same end: they say
 		// nothing of the limit either.
 		inf.end, inf.probe, inf.refusal = end, false, true
@@ -1041,6 +1079,16 @@ func (p *pacer) reanchor(end time.Time) {
 		}
 	}
 	inf.anchor = end
+}
+
+// lengthen reads the window's length d longer.
+func (p *pacer) lengthen(d time.Duration) {
+	if inf := &p.inf; inf.period > 0 {
+		inf.period += d
+		p.reqs.window = inf.period
+	} else {
+		inf.slide += d
+	}
 }
 
 // turn starts an inferred limit's next window at its reset.

@@ -765,9 +765,10 @@ func TestPacerSlidingShareKeepsItsTrailingCount(t *testing.T) {
 	if n := p.inf.length(); p.reqs.limit != 10 || n != 500*time.Millisecond {
 		t.Fatalf("inferred limit %d over %v, want 10 over 500ms (from the first send, not its acceptance at 2ms)", p.reqs.limit, n)
 	}
-	// The turn at 510: ten sent, five accepted at 512; a refusal at 513
-	// says the window turned early (its next slot at 515), and the other
-	// five are accepted at 520.
+	// The turn at 510: ten sent, five accepted at 512; one more sent at
+	// 512 is refused at once, "retry in 1ms": the window turned early on
+	// the pacer's clock (its next slot frees at 513: the length was read
+	// a millisecond short); the other five are accepted at 520.
 	if b, _ := p.blocked(1, ms(510)); b {
 		t.Fatal("blocked at the turn")
 	}
@@ -781,7 +782,10 @@ func TestPacerSlidingShareKeepsItsTrailingCount(t *testing.T) {
 			late = append(late, s)
 		}
 	}
-	p.release(grant(510), llm.RateLimit{}, true, 2*time.Millisecond, true, ms(513))
+	p.release(grant(512), llm.RateLimit{}, true, time.Millisecond, true, ms(512))
+	if n := p.inf.length(); n != 501*time.Millisecond {
+		t.Fatalf("length %v after a request sent at 512 was refused until 513, want 501ms", n)
+	}
 	for _, s := range late {
 		p.accept(s, ms(520))
 		p.release(s, llm.RateLimit{}, false, 0, false, ms(520))
@@ -808,5 +812,64 @@ func TestPacerSlidingShareKeepsItsTrailingCount(t *testing.T) {
 	p.release(grant(1014), llm.RateLimit{}, true, 5*time.Millisecond, true, ms(1015))
 	if p.reqs.limit != 10 {
 		t.Fatalf("the refusal set the limit to %d, want the 10 its window let through (5 counted since the turn)", p.reqs.limit)
+	}
+}
+
+// The outlook tells when a budget with no room will have some (Room): the
+// window's refill when its count is spent, the oldest request leaving
+// the trailing period of a limit read from 429s, a cooldown's end,
+// whichever comes last; nothing while it has room.
+func TestPacerOutlookRoom(t *testing.T) {
+	p, _, ms, grant := onTestClock()
+	p.probeConcurrency = 64
+	p.observed = true
+	// A limit of 10 per 500ms, inferred: the 11th of the first window is
+	// refused at 5, "retry in 495ms".
+	for range 10 {
+		s := grant(0)
+		p.accept(s, ms(2))
+		p.release(s, llm.RateLimit{}, false, 0, false, ms(3))
+	}
+	p.release(grant(0), llm.RateLimit{}, true, 495*time.Millisecond, true, ms(5))
+	if o := p.outlook(ms(100)); o.Free != 0 || o.Room != 410*time.Millisecond {
+		t.Fatalf("outlook %+v at 100ms, the window spent and its cooldown ending at 500: want no room, room in 410ms (its refill at 510)", o)
+	}
+	// Five sent at the turn (510), accepted at 512: room for five more.
+	send := func(at, acceptedAt int) {
+		t.Helper()
+		if b, _ := p.blocked(1, ms(at)); b {
+			t.Fatalf("blocked at %dms", at)
+		}
+		s := grant(at)
+		p.accept(s, ms(acceptedAt))
+		p.release(s, llm.RateLimit{}, false, 0, false, ms(acceptedAt))
+	}
+	for range 5 {
+		send(510, 512)
+	}
+	if o := p.outlook(ms(600)); o.Free != 5 || o.Room != 0 {
+		t.Fatalf("outlook %+v at 600ms, five of ten sent: want 5 free, no room to wait for", o)
+	}
+	for range 5 {
+		send(700, 701)
+	}
+	// The window's count is spent until its refill (at 1010: its end
+	// and the margin), and its trailing period is full until the five
+	// accepted at 512 leave it, at 1012: the later of the two.
+	if o := p.outlook(ms(800)); o.Free != 0 || o.Room != 212*time.Millisecond {
+		t.Fatalf("outlook %+v at 800ms, the window's ten sent: want room once both its refill and the trailing period allow, in 212ms", o)
+	}
+	// After the refill five more fill the trailing period: the first five
+	// leave it at 1012.
+	for range 5 {
+		send(1021, 1022)
+	}
+	if o := p.outlook(ms(1030)); o.Free != 0 || o.Room != 171*time.Millisecond {
+		t.Fatalf("outlook %+v at 1030ms, ten in the trailing 500ms, the oldest five accepted at 701: want room in 171ms", o)
+	}
+	// A cooldown past both.
+	p.cooldownUntil = ms(1400)
+	if o := p.outlook(ms(1030)); o.Free != 0 || o.Room != 370*time.Millisecond {
+		t.Fatalf("outlook %+v at 1030ms in a cooldown until 1400: want room at its end, in 370ms", o)
 	}
 }

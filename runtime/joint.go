@@ -36,6 +36,9 @@ type joint struct {
 	keys []*actors.Ref // the endpoint's keys' own budgets
 	on   atomic.Bool
 	mu   sync.Mutex // one join
+	// ready is closed once the joint budget serves (on): a caller a key
+	// refused as diverted waits for it rather than ask the key again.
+	ready chan struct{}
 }
 
 // admitter is what a call on c asks for admission: the joint budget once
@@ -71,13 +74,17 @@ func (j *joint) check() {
 	if j.on.Load() {
 		return
 	}
+	// The keys stop granting first (their queued callers are refused and
+	// ask the joint budget), so that what they have in flight when it
+	// adopts their state is all they granted. Adopted first, a key whose
+	// window turned in between granted its queue beside the joint
+	// budget's own burst: 429s on a provider that reports its limits.
 	states := make([]*actors.CredentialState, len(j.keys))
 	for i, k := range j.keys {
+		k.Divert()
 		states[i] = k.Cred
 	}
 	j.ref.Cred.Adopt(states...)
 	j.on.Store(true)
-	for _, k := range j.keys {
-		k.Divert() // callers queued at a key's own budget ask the joint one
-	}
+	close(j.ready)
 }

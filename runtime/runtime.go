@@ -57,6 +57,11 @@ type group struct {
 	id    string
 	creds []*cred
 	next  atomic.Uint64
+	// mu guards the pending rebalance (wakeAt).
+	mu      sync.Mutex
+	wake    *time.Timer
+	wakeT   time.Time
+	stopped bool
 }
 
 // cred is one credential: its actor and client, plus counters fed by the
@@ -193,6 +198,9 @@ func New(opts ...Option) (*Runtime, error) {
 			if !lim.Shared {
 				st.ShareEndpoint(peers[endpoint(cfg)])
 			}
+			if peers[ep] > 1 && !lim.Shared {
+				st.OnHeld(g.rebalance) // callers it holds back may go to a key with room
+			}
 			ref := actors.Spawn(rt.sys, st)
 			c.ref = ref
 			if n := peers[ep]; n > 1 && !lim.Shared && lim.RequestsPerMinute == 0 && lim.TokensPerMinute == 0 {
@@ -201,7 +209,7 @@ func New(opts ...Option) (*Runtime, error) {
 				if j == nil {
 					jl := lim
 					jl.MaxConcurrency *= n // each key's cap, together
-					j = &joint{ref: actors.Spawn(rt.sys, actors.NewCredentialState(cfg.ID, len(g.creds), jl, o.queueSize))}
+					j = &joint{ref: actors.Spawn(rt.sys, actors.NewCredentialState(cfg.ID, len(g.creds), jl, o.queueSize)), ready: make(chan struct{})}
 					joints[ep] = j
 				}
 				j.keys = append(j.keys, ref)
@@ -364,19 +372,25 @@ func (g *group) pick(now time.Time) *cred {
 // shedder is an admitter whose queued callers can be moved (actors.Ref).
 type shedder interface{ Shed(n int) int }
 
-// rebalance runs after a call on c succeeded. If c has room now and
-// nobody queued for it, while another key of the group holds callers
-// queued for its next refill, up to c's room of those callers (the
-// newest, who would wait longest) are moved: placed again, they go where
-// they wait least, which is c. Callers are placed when they arrive, on
-// the shares the keys know then; a key whose share came out smaller than
-// its queue (keys of one organisation learning their shares in one
-// window), or the tail of a batch split unevenly, would otherwise leave
-// c's room unused while they wait out a whole window elsewhere. Only
-// where every key's outlook is known, as in pickByOutlook, and never
+// rebalance moves callers queued at a key without room to one with room
+// and nobody queued: up to that room of the newest callers (who would
+// wait longest) are refused there and placed again, where they wait
+// least, which is the key with room. Callers are placed when they
+// arrive, on the shares the keys know then; a key whose share came out
+// smaller than its queue (keys of one organisation learning their shares
+// in one window), or the tail of a batch split unevenly, would otherwise
+// leave the other key's room unused while they wait out a whole window.
+// Only where every key's outlook is known, as in pickByOutlook, and never
 // from a key with room of its own: its queue is about to be served.
-func (g *group) rebalance(c *cred) {
-	if len(g.creds) < 2 || c.joined() {
+//
+// It runs when a key may have got room (a call on it succeeded) and when
+// a key's budget holds its queued callers back (actors.CredentialState's
+// OnHeld). If no key has room then, but a key with nobody queued will
+// have some before the held key, it runs again at that moment (wakeAt):
+// a key with nobody queued hears of no event when its window turns or a
+// trailing slot frees.
+func (g *group) rebalance() {
+	if len(g.creds) < 2 {
 		return
 	}
 	var buf [inlineOutlooks]actors.Outlook
@@ -384,28 +398,67 @@ func (g *group) rebalance(c *cred) {
 	if outs == nil {
 		return
 	}
-	free := 0
-	var from *cred
-	fromQ := 0
+	var from, to *cred
+	fromQ, free := 0, 0
+	var fromRoom, soon time.Duration
 	for i, o := range outs {
 		k := g.creds[i]
-		q, _, _ := k.admitter().Load()
-		if k == c {
-			if q > 0 || o.Free <= 0 || o.Cooling > 0 {
-				return
-			}
-			free = o.Free
-			continue
+		if k.joined() {
+			return
 		}
-		if o.Free <= 0 && q > fromQ {
-			from, fromQ = k, q
+		switch q, _, _ := k.admitter().Load(); {
+		case q > 0 && o.Free <= 0:
+			if q > fromQ {
+				from, fromQ, fromRoom = k, q, o.Room
+			}
+		case q == 0 && o.Cooling == 0 && o.Free > 0:
+			if o.Free > free {
+				to, free = k, o.Free
+			}
+		case q == 0 && o.Room > 0:
+			if soon == 0 || o.Room < soon {
+				soon = o.Room
+			}
 		}
 	}
-	if from == nil {
+	switch {
+	case from == nil:
+	case to != nil:
+		if s, ok := from.admitter().(shedder); ok {
+			s.Shed(min(free, fromQ))
+		}
+	case soon > 0 && (fromRoom == 0 || soon < fromRoom):
+		g.wakeAt(time.Now().Add(soon))
+	}
+}
+
+// wakeAt has rebalance run at t, unless it is due to run before then; not
+// once the runtime is closed (stopWake).
+func (g *group) wakeAt(t time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.stopped || (!g.wakeT.IsZero() && !t.Before(g.wakeT)) {
 		return
 	}
-	if s, ok := from.admitter().(shedder); ok {
-		s.Shed(min(free, fromQ))
+	if g.wake != nil {
+		g.wake.Stop()
+	}
+	g.wakeT = t
+	g.wake = time.AfterFunc(time.Until(t), func() {
+		g.mu.Lock()
+		g.wakeT = time.Time{}
+		g.mu.Unlock()
+		g.rebalance()
+	})
+}
+
+// stopWake cancels a pending rebalance, for good.
+func (g *group) stopWake() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.stopped = true
+	if g.wake != nil {
+		g.wake.Stop()
 	}
 }
 
@@ -448,20 +501,51 @@ func (g *group) pickByOutlook(start int) *cred {
 	// concurrent picks decided on counts the others had since changed,
 	// and under load sent half the burst to a key of a quarter of the
 	// limit.
-	var best *cred
-	var bestCool time.Duration
-	var bestWait, bestLoad float64
+	var best placing
 	for i, o := range outs {
 		c := g.creds[(start+i)%len(g.creds)]
 		placed := c.placed.Load()
 		need := max(placed-int64(o.InFlight), 0) + 1
-		wait := float64(max(need-int64(o.Free), 0)) / float64(o.Limit)
-		load := float64(placed+1) / float64(o.Limit)
-		if best == nil || o.Cooling < bestCool || (o.Cooling == bestCool && (wait < bestWait || (wait == bestWait && load < bestLoad))) {
-			best, bestCool, bestWait, bestLoad = c, o.Cooling, wait, load
+		beyond := max(need-int64(o.Free), 0)
+		p := placing{c: c, cool: o.Cooling, refills: (beyond + int64(o.Limit) - 1) / int64(o.Limit), room: o.Room,
+			wait: float64(beyond) / float64(o.Limit), load: float64(placed+1) / float64(o.Limit)}
+		if best.c == nil || p.before(best) {
+			best = p
 		}
 	}
-	return best
+	return best.c
+}
+
+// placing is what pickByOutlook weighs of one key for a call.
+type placing struct {
+	c       *cred
+	cool    time.Duration // a cooldown past the refill
+	refills int64         // the refills the call waits for: none if it fits now
+	room    time.Duration // the key's Outlook.Room: when its next request can go
+	wait    float64       // the backlog beyond its room, in windows of its limit
+	load    float64       // what is placed on it, for its limit
+}
+
+// before reports whether a call placed at p would wait less than at q:
+// the shorter cooldown, then the fewer refills, then among keys that wait
+// for one refill each the one whose room comes first (keys of one
+// organisation read their windows a few milliseconds apart, and a key
+// whose trailing requests leave within milliseconds beats one whose
+// window turns in half a second: ranked by backlog alone they tied, and a
+// last caller waited out a window at the later one), then the smaller
+// backlog, then the lighter load.
+func (p placing) before(q placing) bool {
+	switch {
+	case p.cool != q.cool:
+		return p.cool < q.cool
+	case p.refills != q.refills:
+		return p.refills < q.refills
+	case p.room > 0 && q.room > 0 && p.room != q.room:
+		return p.room < q.room
+	case p.wait != q.wait:
+		return p.wait < q.wait
+	}
+	return p.load < q.load
 }
 
 // inlineOutlooks is how many keys' outlooks fit the caller's array
@@ -527,7 +611,15 @@ func (rt *Runtime) place(ctx context.Context, targets []target, cost int, ct *ca
 					continue
 				case actors.Diverted(err):
 					// The key is now paced in its endpoint's joint budget
-					// (joint.go): ask that, without counting a placement.
+					// (joint.go): ask that, once it serves, without
+					// counting a placement.
+					if c.joint != nil {
+						select {
+						case <-c.joint.ready:
+						case <-ctx.Done():
+							return firstErr(lastErr, ctx.Err())
+						}
+					}
 					n--
 					continue
 				case actors.ErrCoolingDown(err):
@@ -562,7 +654,7 @@ func (rt *Runtime) place(ctx context.Context, targets []target, cost int, ct *ca
 			ref.Finish(finished(seq, o))
 			c.placed.Add(-1)
 			if o.err == nil {
-				t.g.rebalance(c)
+				t.g.rebalance()
 			}
 			if c.joint != nil && ref == c.ref {
 				c.joint.check()
@@ -884,6 +976,9 @@ func (rt *Runtime) Close(ctx context.Context) error {
 func (rt *Runtime) shutdown() {
 	rt.unregisterGauges()
 	rt.stop()
+	for _, id := range rt.order {
+		rt.groups[id].stopWake()
+	}
 	for _, a := range rt.admitters() {
 		_ = a.Stop(2 * time.Second)
 	}

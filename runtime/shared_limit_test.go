@@ -194,8 +194,9 @@ func chatAllWithin(t *testing.T, rt *Runtime, model string, n, conc int, d time.
 }
 
 // Keys whose budgets know their request limits are placed where a call
-// would wait least: where there is room now, then by windows of backlog
-// for the key's limit, a cooldown past the refill last. Placed by count
+// would wait least: where there is room now, then by the refills it waits
+// for, the room that comes first, the windows of backlog for the key's
+// limit, a cooldown past the refill last. Placed by count
 // alone (as before), the first case went to the full key half the time,
 // and the burst below went half to the key with a third of the limit.
 func TestPickPlacesWhereACallWaitsLeast(t *testing.T) {
@@ -222,6 +223,19 @@ func TestPickPlacesWhereACallWaitsLeast(t *testing.T) {
 	}
 	if a, b := cs[0].placed.Load(), cs[1].placed.Load(); a < 14 || a > 16 || b < 44 || b > 46 {
 		t.Errorf("a burst of 60 placed %d on the key of limit 10 and %d on the one of 30: want about 15 and 45", a, b)
+	}
+	// Full keys each a refill away: the one whose room comes first (a
+	// trailing request leaving within milliseconds, against a window
+	// turning in 400), though more wait there; not once the call would
+	// wait for a second refill there.
+	g, cs = pickOf(actors.Outlook{Limit: 10, Room: 2 * time.Millisecond}, actors.Outlook{Limit: 10, Room: 400 * time.Millisecond})
+	cs[0].placed.Store(3)
+	if c := g.pick(time.Now()); c != cs[0] {
+		t.Errorf("picked the key whose room comes in 400ms over the one whose room comes in 2ms, each a refill away")
+	}
+	cs[0].placed.Store(10)
+	if c := g.pick(time.Now()); c != cs[1] {
+		t.Errorf("picked the key where the call waits for a second refill over one where it waits for its first")
 	}
 	// A cooldown past the refill: the other key, backlog and all.
 	g, cs = pickOf(actors.Outlook{Limit: 10, Cooling: time.Second}, actors.Outlook{Limit: 10})
@@ -276,19 +290,37 @@ func TestKeysWithUnequalLimitsServeTheirShares(t *testing.T) {
 // outlook, queue and cooldown as set, and the sheds asked of it.
 type queueAdmitter struct {
 	actors.Admitter
+	mu       sync.Mutex // a rebalance may run on a timer's goroutine
 	o        actors.Outlook
 	queued   int
 	cooldown time.Time
 	shed     []int
 }
 
-func (a *queueAdmitter) Outlook() actors.Outlook { return a.o }
+func (a *queueAdmitter) Outlook() actors.Outlook {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.o
+}
 
-func (a *queueAdmitter) Load() (int, int, time.Time) { return a.queued, a.o.InFlight, a.cooldown }
+func (a *queueAdmitter) Load() (int, int, time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.queued, a.o.InFlight, a.cooldown
+}
 
 func (a *queueAdmitter) Shed(n int) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	a.shed = append(a.shed, n)
 	return min(n, a.queued)
+}
+
+// sheds returns the sheds asked of it so far.
+func (a *queueAdmitter) sheds() []int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]int(nil), a.shed...)
 }
 
 func queueGroup(as ...*queueAdmitter) *group {
@@ -299,17 +331,18 @@ func queueGroup(as ...*queueAdmitter) *group {
 	return &group{id: "gemini", creds: cs}
 }
 
-// After a call, a key with room and nobody queued takes callers queued
-// at a key without room (the one with most queued), up to its room; it
-// takes none while callers wait for it, while it has no room or cools
-// down, from a key with room of its own, or where some key's outlook is
-// unknown or read as a share of a limit others draw on.
+// A key with room and nobody queued takes callers queued at a key
+// without room (the one with most queued), up to its room; none while
+// callers wait for it, while it has no room or cools down, from a key
+// with room of its own, or where some key's outlook is unknown or read as
+// a share of a limit others draw on.
 func TestRebalanceMovesQueuedCallersToRoom(t *testing.T) {
 	a := &queueAdmitter{o: actors.Outlook{Limit: 10, Free: 3}}
 	b := &queueAdmitter{o: actors.Outlook{Limit: 10}, queued: 2}
 	c := &queueAdmitter{o: actors.Outlook{Limit: 10}, queued: 5}
 	g := queueGroup(a, b, c)
-	g.rebalance(g.creds[0])
+	defer g.stopWake()
+	g.rebalance()
 	if len(b.shed) != 0 || len(c.shed) != 1 || c.shed[0] != 3 {
 		t.Fatalf("shed from b %v, from c %v: want 3 (a's room) from c, the longest queue", b.shed, c.shed)
 	}
@@ -324,10 +357,60 @@ func TestRebalanceMovesQueuedCallersToRoom(t *testing.T) {
 		a.o, a.queued, b.o, c.o = actors.Outlook{Limit: 10, Free: 3}, 0, actors.Outlook{Limit: 10}, actors.Outlook{Limit: 10}
 		b.shed, c.shed = nil, nil
 		set()
-		g.rebalance(g.creds[0])
+		g.rebalance()
 		if len(b.shed)+len(c.shed) != 0 {
 			t.Errorf("%s: shed %v and %v, want none", name, b.shed, c.shed)
 		}
+	}
+}
+
+// A key with nobody queued hears of no event when its room comes (its
+// window turns, a trailing request leaves): when callers are held at a
+// key whose own room comes later, rebalance runs again at the idle key's
+// room, and moves them then; not when the held key's room comes first,
+// and not once the runtime closed.
+func TestRebalanceWakesWhenAnIdleKeyGetsRoom(t *testing.T) {
+	a := &queueAdmitter{o: actors.Outlook{Limit: 10, Room: 30 * time.Millisecond}}
+	b := &queueAdmitter{o: actors.Outlook{Limit: 10, Room: time.Hour}, queued: 2}
+	g := queueGroup(a, b)
+	defer g.stopWake()
+	g.rebalance()
+	if s := b.sheds(); len(s) != 0 {
+		t.Fatalf("shed %v while no key has room", s)
+	}
+	a.mu.Lock()
+	a.o = actors.Outlook{Limit: 10, Free: 4} // its room came
+	a.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(b.sheds()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if s := b.sheds(); len(s) != 1 || s[0] != 2 {
+		t.Fatalf("shed %v once the idle key got room, want the 2 held callers", s)
+	}
+
+	// The held key's own room comes first: no wake.
+	a = &queueAdmitter{o: actors.Outlook{Limit: 10, Room: 30 * time.Millisecond}}
+	b = &queueAdmitter{o: actors.Outlook{Limit: 10, Room: 10 * time.Millisecond}, queued: 2}
+	g = queueGroup(a, b)
+	g.rebalance()
+	g.mu.Lock()
+	pending := !g.wakeT.IsZero()
+	g.mu.Unlock()
+	if pending {
+		t.Errorf("a wake set for the idle key's room, after the held key's own")
+	}
+	// Closed: no wake either.
+	b.mu.Lock()
+	b.o.Room = time.Hour
+	b.mu.Unlock()
+	g.stopWake()
+	g.rebalance()
+	g.mu.Lock()
+	pending = !g.wakeT.IsZero()
+	g.mu.Unlock()
+	if pending {
+		t.Errorf("a wake set after stopWake")
 	}
 }
 
