@@ -422,6 +422,22 @@ func onTestClock() (p *pacer, t0 time.Time, ms func(int) time.Time, grant func(a
 	return p, t0, ms, grant
 }
 
+// inferredTen is a pacer on the test clock past a headerless provider's
+// first window: 10 sent at 0 and accepted at 2, the 11th refused at 5,
+// "retry in 495ms" (its oldest leaves at 500): a limit of 10 per 500ms.
+func inferredTen() (p *pacer, ms func(int) time.Time, grant func(at int) uint64) {
+	p, _, ms, grant = onTestClock()
+	p.probeConcurrency = 64
+	p.observed = true
+	for range 10 {
+		s := grant(0)
+		p.accept(s, ms(2))
+		p.release(s, llm.RateLimit{}, false, 0, false, ms(3))
+	}
+	p.release(grant(0), llm.RateLimit{}, true, 495*time.Millisecond, true, ms(5))
+	return p, ms, grant
+}
+
 func TestPacerInferredWindowTurnedEarly(t *testing.T) {
 	p, t0, ms, grant := onTestClock()
 	window := func(at, refusedAt int, delay time.Duration, n int) {
@@ -751,17 +767,7 @@ func TestPacerOutlook(t *testing.T) {
 // late by the answer's latency. Its trailing period bounds the outlook's
 // room too.
 func TestPacerSlidingShareKeepsItsTrailingCount(t *testing.T) {
-	p, _, ms, grant := onTestClock()
-	p.probeConcurrency = 64
-	p.observed = true
-	// The first window: 10 sent at 0, accepted at 2; the 11th refused at
-	// 5, "retry in 495ms": the oldest leaves at 500.
-	for range 10 {
-		s := grant(0)
-		p.accept(s, ms(2))
-		p.release(s, llm.RateLimit{}, false, 0, false, ms(3))
-	}
-	p.release(grant(0), llm.RateLimit{}, true, 495*time.Millisecond, true, ms(5))
+	p, ms, grant := inferredTen()
 	if n := p.inf.length(); p.reqs.limit != 10 || n != 500*time.Millisecond {
 		t.Fatalf("inferred limit %d over %v, want 10 over 500ms (from the first send, not its acceptance at 2ms)", p.reqs.limit, n)
 	}
@@ -820,17 +826,7 @@ func TestPacerSlidingShareKeepsItsTrailingCount(t *testing.T) {
 // the trailing period of a limit read from 429s, a cooldown's end,
 // whichever comes last; nothing while it has room.
 func TestPacerOutlookRoom(t *testing.T) {
-	p, _, ms, grant := onTestClock()
-	p.probeConcurrency = 64
-	p.observed = true
-	// A limit of 10 per 500ms, inferred: the 11th of the first window is
-	// refused at 5, "retry in 495ms".
-	for range 10 {
-		s := grant(0)
-		p.accept(s, ms(2))
-		p.release(s, llm.RateLimit{}, false, 0, false, ms(3))
-	}
-	p.release(grant(0), llm.RateLimit{}, true, 495*time.Millisecond, true, ms(5))
+	p, ms, grant := inferredTen()
 	if o := p.outlook(ms(100)); o.Free != 0 || o.Room != 410*time.Millisecond {
 		t.Fatalf("outlook %+v at 100ms, the window spent and its cooldown ending at 500: want no room, room in 410ms (its refill at 510)", o)
 	}
