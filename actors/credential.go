@@ -149,6 +149,9 @@ type CredentialState struct {
 	// diverted: the runtime paces this key in one budget with others
 	// (Divert); it only finishes what it granted.
 	diverted bool
+	// joinedTo tells the joint budget this key was joined into (Ref.Adopt)
+	// each grant the key ends (foreignFinished).
+	joinedTo func(foreignFinished)
 	timer    *time.Timer
 	timerAt  time.Time
 
@@ -157,6 +160,7 @@ type CredentialState struct {
 	// view is published after every message for lock-free reads by callers
 	// choosing a credential.
 	queued, inFlight atomic.Int64
+	suspected        atomic.Bool  // Suspect ran
 	cooldown         atomic.Int64 // unix nanoseconds
 	// sharing and reqLimit publish what the reports showed (Sharing).
 	sharing  atomic.Bool
@@ -177,6 +181,34 @@ type CredentialState struct {
 // none). Safe from any goroutine.
 func (c *CredentialState) Sharing() (shared bool, limit int) {
 	return c.sharing.Load(), int(c.reqLimit.Load())
+}
+
+// Suspect paces the credential's request budget as shared for two of its
+// windows (a minute while none is known), or until its own reports show
+// it is: another key of its endpoint, with the same request limit, showed
+// others drawing on its budget, and this one may not have seen them yet.
+// It does nothing to a budget already shared or read as a token bucket,
+// and a credential is suspected once.
+func (c *CredentialState) Suspect() {
+	if !c.suspected.CompareAndSwap(false, true) {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := &c.pacer.reqs
+	if b.shared || b.rate > 0 {
+		// Shared already, or a bucket: paced by the level its reports
+		// read, which holds what the others drew.
+		return
+	}
+	span := time.Minute
+	if b.repReset > 0 {
+		span = 2 * b.repReset
+	}
+	b.suspect = time.Now().Add(span)
+	// What a whole budget granted may exceed the share: nothing more
+	// until the window turns.
+	b.remaining = min(b.remaining, max(b.limit/int(b.share())-b.used, 0))
 }
 
 // Load returns the credential's queue length, requests in flight and the
@@ -307,6 +339,9 @@ func (c *CredentialState) Cancel(o Owner, m AdmitCancelled) {
 		}
 	}
 	if m.Seq != 0 {
+		if g, granted := c.pacer.grants[m.Seq]; granted && c.joinedTo != nil {
+			c.joinedTo(foreignFinished{cost: g.cost})
+		}
 		c.pacer.cancelGrant(m.Seq)
 		c.drain(o)
 	}
@@ -329,7 +364,18 @@ func (c *CredentialState) finish(o Owner, m RequestFinished) {
 	if m.RateLimited {
 		c.rateLimited++
 	}
+	var tell func(foreignFinished) // a joined key's: the joint budget hears the end
+	var g grant
+	if c.joinedTo != nil {
+		var granted bool
+		if g, granted = c.pacer.grants[m.Seq]; granted {
+			tell = c.joinedTo
+		}
+	}
 	c.pacer.release(m.Seq, m.RateLimit, m.RateLimited, m.RetryAfter, m.QuotaWindow, time.Now())
+	if tell != nil {
+		tell(foreignFinished{rl: m.RateLimit, rateLimited: m.RateLimited, cost: g.cost})
+	}
 	c.drain(o)
 }
 
@@ -615,12 +661,28 @@ func CoolingDown() error { return errCoolingDown }
 // in flight (which that report may not count), and from their longest
 // cooldown. Their own states go on only to finish what they granted. Adopt
 // does nothing once c has seen a response.
-func (c *CredentialState) Adopt(keys ...*CredentialState) {
+func (c *CredentialState) Adopt(keys ...*CredentialState) { c.adopt(nil, keys) }
+
+// adopt is Adopt; each key then tells the end of every grant it has in
+// flight (foreignFinished) to tell, unless tell is nil, which applies it
+// to c (Ref.Adopt: a message to c's actor).
+func (c *CredentialState) adopt(tell func(foreignFinished), keys []*CredentialState) {
+	// c's lock first: a key's end of a grant that the adoption counted
+	// is applied after it (CredentialState.foreign takes c's lock).
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	defer c.publish()
+	if c.pacer.observed {
+		return
+	}
 	var last llm.RateLimit
 	var reqs, toks adoption
 	var cool time.Time
 	for _, k := range keys {
 		k.mu.Lock()
+		if tell != nil {
+			k.joinedTo = tell
+		}
 		p := k.pacer
 		reqs.weigh(&p.reqs)
 		toks.weigh(&p.toks)
@@ -636,12 +698,9 @@ func (c *CredentialState) Adopt(keys ...*CredentialState) {
 		}
 		k.mu.Unlock()
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	defer c.publish()
 	p := c.pacer
-	if p.observed {
-		return
+	if tell != nil {
+		p.foreignReqs, p.foreignToks = reqs.open, toks.open
 	}
 	now := time.Now()
 	r, t := reqs.adopt(&p.reqs, now), toks.adopt(&p.toks, now)
@@ -652,6 +711,26 @@ func (c *CredentialState) Adopt(keys ...*CredentialState) {
 	if cool.After(p.cooldownUntil) {
 		p.cooldownUntil = cool
 	}
+}
+
+// foreignFinished is a joined key's end of a grant, told to the joint
+// budget that adopted it (CredentialState.adopt): its report, if it came
+// with one, and its token cost.
+type foreignFinished struct {
+	rl          llm.RateLimit
+	rateLimited bool
+	cost        int
+}
+
+// foreign applies a joined key's end of a grant (pacer.foreign) and
+// serves whom the room it shows lets go.
+func (c *CredentialState) foreign(o Owner, m foreignFinished) {
+	defer c.heldOut()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	defer c.publish()
+	c.pacer.foreign(m.rl, m.rateLimited, m.cost, time.Now())
+	c.drain(o)
 }
 
 // Seed teaches a credential that knows nothing yet the limits another

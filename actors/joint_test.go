@@ -123,6 +123,92 @@ func TestAdoptAfterTheWindowTurnedCountsWhatIsInFlight(t *testing.T) {
 	}
 }
 
+// The keys' grants in flight at the join are counted as uncounted by the
+// adoption; as each ends, its report (counted before the newest, showing
+// more left) or its end alone gives back what the provider did count, and
+// a report showing less left is the newest. Without that the join's window
+// served 18 of 20 (one window more for 100 calls in TestPacingMatrix).
+func TestJointBudgetLearnsFromTheKeysGrantsEnding(t *testing.T) {
+	a := NewCredentialState("p", 0, Limits{}, 8)
+	b := NewCredentialState("p", 1, Limits{}, 8)
+	o := nopOwner{}
+	rl := func(remaining int) llm.RateLimit {
+		return llm.RateLimit{HasRequests: true, LimitRequests: 20, RemainingRequests: remaining, ResetRequests: 400 * time.Millisecond}
+	}
+	grant := func(c *CredentialState) uint64 {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.pacer.grant(1)
+	}
+	for _, c := range []*CredentialState{a, b} {
+		c.ShareEndpoint(2)
+	}
+	// Reports of one window (their full instant stays put): a's two show
+	// a fixed window, b's that others draw on it.
+	s1, s2 := grant(a), grant(a)
+	a.Finish(o, RequestFinished{Seq: s1, Status: 200, RateLimit: rl(19)})
+	a.Finish(o, RequestFinished{Seq: s2, Status: 200, RateLimit: rl(17)})
+	b.Finish(o, RequestFinished{Seq: grant(b), Status: 200, RateLimit: rl(9)})
+	inA := []uint64{grant(a), grant(a)}
+	inB := []uint64{grant(b), grant(b)}
+	j := NewCredentialState("p", 0, Limits{}, 8)
+	j.adopt(func(m foreignFinished) { j.foreign(o, m) }, []*CredentialState{a, b})
+	remaining := func() (int, int) {
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		return j.pacer.reqs.remaining, j.pacer.reqs.fixed
+	}
+	if got, fixed := remaining(); got != 5 || fixed <= 0 {
+		t.Fatalf("joint budget starts with %d remaining (fixed-window score %d): want 5 (b's 9, less the 4 in flight) and a score above 0", got, fixed)
+	}
+	// Three of the four were counted in b's 9: they show more left.
+	a.Finish(o, RequestFinished{Seq: inA[0], Status: 200, RateLimit: rl(12)})
+	a.Finish(o, RequestFinished{Seq: inA[1], Status: 200, RateLimit: rl(11)})
+	if got, _ := remaining(); got != 7 {
+		t.Fatalf("after two of the keys' grants ended with older reports: %d remaining, want 7 (9 less the 2 still in flight)", got)
+	}
+	b.Finish(o, RequestFinished{Seq: inB[0], Status: 200, RateLimit: rl(10)})
+	if got, _ := remaining(); got != 8 {
+		t.Fatalf("after three: %d remaining, want 8", got)
+	}
+	// The last was counted after b's 9: its report is the newest.
+	b.Finish(o, RequestFinished{Seq: inB[1], Status: 200, RateLimit: rl(8)})
+	if got, _ := remaining(); got != 8 {
+		t.Fatalf("after the last, which shows 8 left: %d remaining, want 8", got)
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.pacer.foreignReqs != 0 || len(j.pacer.holds) != 4 {
+		t.Fatalf("joint budget: %d of the keys' grants in flight, %d held; want 0 and the 4 reports' requests held", j.pacer.foreignReqs, len(j.pacer.holds))
+	}
+}
+
+// A joint budget's holds count the keys' grants: in flight until they
+// end, then held until their reports' full instant, as its own are. Left
+// out, a join after the window turned let 7 more beside the keys' 7 into
+// a window of 20 (late 429s in TestPacingMatrix).
+func TestJointBudgetHoldsCountTheKeysGrants(t *testing.T) {
+	now := time.Now()
+	p := newPacer(Limits{}, now)
+	p.observed, p.holdsOwn = true, true
+	p.reqs.known, p.reqs.limit, p.reqs.remaining = true, 20, 20
+	p.foreignReqs = 7
+	for range 13 {
+		p.grant(1)
+	}
+	if use, fits, _ := p.held(now); !use || fits {
+		t.Fatalf("13 granted and 7 of the keys' in flight of 20: held use %v fits %v, want the limit reached", use, fits)
+	}
+	p.foreign(llm.RateLimit{HasRequests: true, LimitRequests: 20, RemainingRequests: 6, ResetRequests: 400 * time.Millisecond}, false, 1, now)
+	if use, fits, _ := p.held(now); !use || fits {
+		t.Fatalf("a key's grant ended and held: use %v fits %v, want the limit still reached", use, fits)
+	}
+	p.foreign(llm.RateLimit{}, false, 1, now) // ended without a report: nothing holds it
+	if use, fits, _ := p.held(now); !use || !fits {
+		t.Fatalf("a key's grant ended without a report: use %v fits %v, want room for one", use, fits)
+	}
+}
+
 type nopOwner struct{}
 
 func (nopOwner) Reply(any, any) {}

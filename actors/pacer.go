@@ -69,6 +69,11 @@ type budget struct {
 	// charged it after that request, so it can still be in the window
 	// when the report's full instant comes.
 	repUnseen int
+	// repEarlier is what was granted after the newest report's request
+	// and answered since with a report that is not newer (more left, or
+	// an earlier full instant): the provider charged it before that
+	// request, so it has left the window by the report's full instant.
+	repEarlier int
 	// refilled says the window named by the newest report has been
 	// refilled: that window's own late reports are stale.
 	refilled bool
@@ -95,6 +100,14 @@ type budget struct {
 	// what is reported, so together they stay inside it.
 	peers  int
 	shared bool
+	// suspect, until then, paces the budget as shared without its reports
+	// having shown it (CredentialState.Suspect): another key of the
+	// endpoint with the same limit showed others drawing on its budget.
+	// A key whose reports showed no one else could not see the other
+	// key's requests once the windows no longer overlapped theirs: it
+	// burst its whole limit into the other's share (late 429s in
+	// TestPacingMatrix's sliding-window org cells).
+	suspect time.Time
 	// ours, when oursKnown, is the most of our requests a report being
 	// learned can count (the pacer's holds and requests in flight): what
 	// it counts beyond that is others'.
@@ -119,6 +132,11 @@ const bucketScore = 2
 // inFlight, what is in flight and not yet accepted (what may still land
 // in a fixed window's next window).
 func (b *budget) refresh(now time.Time, units, inFlight int) {
+	if !b.suspect.IsZero() && (!now.Before(b.suspect) || b.rate > 0) {
+		// Suspicion lapses, or the reports show a bucket: its level,
+		// read from the reports, holds what the others drew.
+		b.suspect = time.Time{}
+	}
 	if !b.known {
 		return
 	}
@@ -141,12 +159,12 @@ func (b *budget) refresh(now time.Time, units, inFlight int) {
 	}
 	// What was granted after the report that named this reset is not in
 	// it and is still charged.
-	b.used = max(units-b.repUnits, 0) + b.repUnseen
+	b.used = max(units-b.repUnits-b.repEarlier, 0) + b.repUnseen
 	if b.fixed >= bucketScore {
 		b.used = inFlight
 	}
 	b.remaining = max(b.limit/int(b.share())-b.used, 0)
-	if b.shared && b.peers > 1 && b.fixed < bucketScore {
+	if b.asShared() && b.peers > 1 && b.fixed < bucketScore {
 		// A budget other keys draw on, not known to be a fixed window:
 		// its reset may be a shared bucket's "full" instant, which the
 		// others' traffic keeps moving. One request finds out where it
@@ -157,10 +175,14 @@ func (b *budget) refresh(now time.Time, units, inFlight int) {
 	b.refilled = true
 }
 
-// share is how many credentials divide this budget: 1 unless the reports
-// showed it shared.
+// asShared says the budget is paced as one others draw on: its reports
+// showed it (shared), or another key's did (suspect).
+func (b *budget) asShared() bool { return b.shared || !b.suspect.IsZero() }
+
+// share is how many credentials divide this budget: 1 unless it is paced
+// as shared.
 func (b *budget) share() float64 {
-	if b.shared && b.peers > 1 {
+	if b.asShared() && b.peers > 1 {
 		return float64(b.peers)
 	}
 	return 1
@@ -206,8 +228,41 @@ const resetMargin = 10 * time.Millisecond
 // is ignored, one with the same full instant counts only when it shows less
 // remaining, and after a window's refill its own reports are ignored.
 func (b *budget) learn(units, limit, remaining int, reset time.Duration, unseen, total int, now time.Time) {
-	if limit <= 0 {
+	b.take(units, limit, remaining, reset, unseen, total, now, true)
+}
+
+// answered applies the report on a request of cost whose grant brought
+// the units granted to units (learn). A report that is not the newer
+// state was charged before the newest report's request: granted after
+// that request, it is counted in repEarlier; granted before it, it was in
+// flight when that report came and leaves repUnseen.
+func (b *budget) answered(units, cost, limit, remaining int, reset time.Duration, unseen, total int, now time.Time) {
+	if b.take(units, limit, remaining, reset, unseen, total, now, true) {
 		return
+	}
+	b.before(units, cost)
+}
+
+// before notes that a request of cost, whose grant brought the units
+// granted to units, was charged before the newest report's request (or
+// not at all), while that report's window has not been refilled.
+func (b *budget) before(units, cost int) {
+	if !b.known || b.refilled {
+		return
+	}
+	if units > b.repUnits {
+		b.repEarlier += cost
+	} else {
+		b.repUnseen = max(b.repUnseen-cost, 0)
+	}
+}
+
+// take is learn; classify says whether the report is weighed as evidence
+// of the limiter's kind, which needs its place in grant order (a joined
+// key's report, pacer.foreign, has none in this budget's).
+func (b *budget) take(units, limit, remaining int, reset time.Duration, unseen, total int, now time.Time, classify bool) bool {
+	if limit <= 0 {
+		return false
 	}
 	full := now.Add(reset)
 	if b.known && !b.repAt.IsZero() {
@@ -225,16 +280,18 @@ func (b *budget) learn(units, limit, remaining int, reset time.Duration, unseen,
 			// showing more left: an older state that its latency made
 			// look newer (or a refill since, which the next report
 			// shows anyway). Keeping the lower count never overruns.
-			return
+			return false
 		}
 		switch {
 		case full.Before(cur.Add(-tol)):
-			return // an older state
+			return false // an older state
 		case !full.After(cur.Add(tol)) && (b.refilled || remaining >= b.repRemain):
-			return // the same window or bucket state, no newer
+			return false // the same window or bucket state, no newer
 		}
 	}
-	b.classify(units, limit, remaining, reset, now)
+	if classify {
+		b.classify(units, limit, remaining, reset, now)
+	}
 	// Not in this report, at most: what was granted before its request
 	// and is still in flight (requests reach the provider out of grant
 	// order), and everything granted after it. Most of it usually is in
@@ -257,7 +314,7 @@ func (b *budget) learn(units, limit, remaining int, reset time.Duration, unseen,
 	}
 	var fresh int
 	level := float64(remaining)/b.share() - float64(pending)
-	if b.shared {
+	if b.asShared() {
 		// Others draw on it too: our share, less all that may be ours
 		// and uncounted.
 		fresh = max(remaining/int(b.share())-pending, 0)
@@ -280,6 +337,7 @@ func (b *budget) learn(units, limit, remaining int, reset time.Duration, unseen,
 	b.level, b.levelAt = level, now
 	b.refilled = false
 	b.repAt, b.repRemain, b.repReset, b.repUnits, b.repUnseen = now, remaining, reset, units, unseen
+	b.repEarlier = 0
 	if reset > 0 {
 		b.resetAt = now.Add(reset + resetMargin)
 	} else if b.remaining < b.limit && b.resetAt.IsZero() {
@@ -287,6 +345,7 @@ func (b *budget) learn(units, limit, remaining int, reset time.Duration, unseen,
 		b.resetAt = now.Add(time.Minute)
 	}
 	b.window = 0
+	return true
 }
 
 // classify weighs a new report against the previous one: a token bucket's
@@ -408,18 +467,23 @@ func (a *adoption) adopt(b *budget, now time.Time) bool {
 	if !a.known || a.limit <= 0 {
 		return false
 	}
-	remaining, reset := max(a.remaining-a.open, 0), a.reset
+	remaining, reset := a.remaining, a.reset
 	if age := now.Sub(a.at); reset > age {
 		reset -= age
 	} else {
 		// That window has been refilled since; what the keys have in
 		// flight lands in the new one.
-		remaining, reset = max(a.limit-a.open, 0), 0
+		remaining, reset = a.limit, 0
 	}
 	// Until the state's full instant, and a tenth more, the keys' grants
 	// may still be in the provider's counts: they are not others'.
 	b.inherited = now.Add(reset + reset/10)
-	b.learn(0, a.limit, remaining, reset, 0, 0, now)
+	// The window holds what the report counted and, at most, all the keys
+	// have in flight: its count (used) starts there, and the report is
+	// learned as one that counted none of it, so that a later report of
+	// the keys' grants (pacer.foreign) can show that it counted some.
+	b.used = a.limit - remaining + a.open
+	b.learn(0, a.limit, remaining, reset, a.open, 0, now)
 	b.fixed, b.score = a.fixed, a.score
 	if b.score >= bucketScore && a.lo > 0 {
 		b.lo, b.hi, b.rate = a.lo, a.hi, a.lo
@@ -447,6 +511,12 @@ type pacer struct {
 	grants     map[uint64]grant // in-flight grants by seq
 	lastReport uint64           // seq of the newest report applied
 	last       llm.RateLimit    // the newest report
+
+	// foreignReqs and foreignToks are what the keys joined into this
+	// budget (Ref.Adopt) granted and have not finished: the provider may
+	// count it after the reports this budget has seen. Each key's end of
+	// a grant takes it off (pacer.foreign).
+	foreignReqs, foreignToks int
 
 	// inf is the request limit of a provider that reports none (Gemini),
 	// inferred from its 429s and what its windows let through.
@@ -481,11 +551,11 @@ type pacer struct {
 // one after it.
 func (p *pacer) held(now time.Time) (use, fits bool, at time.Time) {
 	b := &p.reqs
-	if p.noHolds || !p.holdsOwn || !b.known || b.rate > 0 || b.score >= bucketScore || b.shared || b.window > 0 || p.inf.on || now.Before(b.inherited) || b.limit <= 0 {
+	if p.noHolds || !p.holdsOwn || !b.known || b.rate > 0 || b.score >= bucketScore || b.asShared() || b.window > 0 || p.inf.on || now.Before(b.inherited) || b.limit <= 0 {
 		return false, false, time.Time{}
 	}
 	n := p.holds.active(now)
-	if n+p.inFlight < b.limit {
+	if n+p.inFlight+p.foreignReqs < b.limit {
 		return true, true, time.Time{}
 	}
 	if n > 0 {
@@ -517,7 +587,7 @@ func (p *pacer) outlook(now time.Time) Outlook {
 			room = now.Add(time.Duration((1 - level) / (b.rate / b.share()) * float64(time.Second)))
 		}
 	case use:
-		o.Free = b.limit - p.holds.active(now) - p.inFlight
+		o.Free = b.limit - p.holds.active(now) - p.inFlight - p.foreignReqs
 		if o.Free <= 0 && len(p.holds) > 0 {
 			room = p.holds[0]
 		}
@@ -746,6 +816,7 @@ func (p *pacer) blocked(cost int, now time.Time) (bool, time.Time) {
 // open counts the requests granted and not yet accepted, and their token
 // cost: what may still land in a window (blocked, outlook).
 func (p *pacer) open() (reqs, toks int) {
+	reqs, toks = p.foreignReqs, p.foreignToks
 	for _, g := range p.grants {
 		if !g.accepted {
 			reqs++
@@ -794,7 +865,7 @@ func (p *pacer) release(seq uint64, rl llm.RateLimit, rateLimited bool, retryAft
 		// Not in this report: everything granted after this request, and
 		// what was granted before it and is still in flight (requests reach
 		// the provider out of grant order).
-		unseenReqs, unseenToks := 0, 0
+		unseenReqs, unseenToks := p.foreignReqs, p.foreignToks
 		for s, o := range p.grants {
 			if s < seq {
 				unseenReqs++
@@ -811,14 +882,14 @@ func (p *pacer) release(seq uint64, rl llm.RateLimit, rateLimited bool, retryAft
 			// refills they outpace (a sliding window's requests let go
 			// one by one) is not taken for one others draw on.
 			if use, _, _ := p.held(now); use {
-				p.reqs.ours, p.reqs.oursKnown = active+p.inFlight, true
+				p.reqs.ours, p.reqs.oursKnown = active+p.inFlight+p.foreignReqs, true
 			}
-			p.reqs.learn(int(seq), rl.LimitRequests, rl.RemainingRequests, rl.ResetRequests, unseenReqs, int(p.seq), now)
+			p.reqs.answered(int(seq), 1, rl.LimitRequests, rl.RemainingRequests, rl.ResetRequests, unseenReqs, int(p.seq), now)
 			p.reqs.oursKnown = false
-			p.holdsOwn = rl.LimitRequests-rl.RemainingRequests <= active+p.inFlight
+			p.holdsOwn = rl.LimitRequests-rl.RemainingRequests <= active+p.inFlight+p.foreignReqs
 		}
 		if rl.HasTokens {
-			p.toks.learn(g.cum, rl.LimitTokens, rl.RemainingTokens, rl.ResetTokens, unseenToks, p.cum, now)
+			p.toks.answered(g.cum, g.cost, rl.LimitTokens, rl.RemainingTokens, rl.ResetTokens, unseenToks, p.cum, now)
 		}
 	} else if p.reqs.known && !rateLimited && len(p.holds) > 0 {
 		// An answer without a report (a failure): the request may have
@@ -1124,6 +1195,64 @@ func (inf *inference) length() time.Duration {
 }
 
 // cancelGrant returns a grant that was never used.
+// foreign ends one grant of a key joined into this budget (Ref.Adopt),
+// with its report (a zero one for a grant cancelled or answered without
+// one). Of one window, the report that shows the least left was counted
+// last; what it did not count is in flight at most, ours and the keys':
+// so each report and each end of a key's grant can show that the window
+// has more room than the adoption, which took every key's grant in flight
+// for uncounted, left it. At a join in a window of 20 that adoption left
+// 18 served (a whole window more for 100 calls, in TestPacingMatrix).
+func (p *pacer) foreign(rl llm.RateLimit, rateLimited bool, cost int, now time.Time) {
+	p.foreignReqs = max(p.foreignReqs-1, 0)
+	p.foreignToks = max(p.foreignToks-cost, 0)
+	reqs, toks := p.foreignReqs, p.foreignToks
+	for _, g := range p.grants {
+		reqs++
+		toks += g.cost
+	}
+	if rl.HasRequests && !rateLimited && rl.ResetRequests > 0 && len(p.holds) < 4*max(rl.LimitRequests, 1) {
+		// The key's request is held as our own are: it was charged to
+		// this budget's limit.
+		heap.Push(&p.holds, now.Add(rl.ResetRequests+resetMargin))
+	}
+	// A key's grant was in flight when each report this budget has
+	// seen since the join came (repUnseen counts it): refused, or
+	// answered with a report that is not the newer state, it was charged
+	// before the newest report's request, or not at all.
+	if rl.HasRequests && !rateLimited && p.reqs.known {
+		if !p.reqs.take(int(p.seq), rl.LimitRequests, rl.RemainingRequests, rl.ResetRequests, reqs, int(p.seq), now, false) {
+			p.reqs.before(0, 1)
+		}
+	} else if rateLimited {
+		p.reqs.before(0, 1)
+	}
+	if rl.HasTokens && !rateLimited && p.toks.known {
+		if !p.toks.take(p.cum, rl.LimitTokens, rl.RemainingTokens, rl.ResetTokens, toks, p.cum, now, false) {
+			p.toks.before(0, cost)
+		}
+	} else if rateLimited {
+		p.toks.before(0, cost)
+	}
+	p.reqs.settle(reqs, now)
+	p.toks.settle(toks, now)
+}
+
+// settle raises a fixed window's remaining to the newest report's less
+// unseen, all that is in flight: that report counted everything the
+// provider charged before its request, and what it charged after is in
+// flight still (an answer showing less left would be the newest report).
+// A bucket or a sliding window refills between reports, so that order
+// does not hold there; a budget others draw on has their grants besides.
+func (b *budget) settle(unseen int, now time.Time) {
+	if !b.known || b.rate > 0 || b.score >= bucketScore || b.fixed <= 0 || b.asShared() || b.refilled || b.resetAt.IsZero() || !now.Before(b.resetAt) {
+		return
+	}
+	if left := b.repRemain - unseen; left > b.remaining {
+		b.remaining = min(left, b.limit)
+	}
+}
+
 func (p *pacer) cancelGrant(seq uint64) {
 	g, ok := p.grants[seq]
 	if !ok {

@@ -869,3 +869,106 @@ func TestPacerOutlookRoom(t *testing.T) {
 		t.Fatalf("outlook %+v at 1030ms in a cooldown until 1400: want room at its end, in 370ms", o)
 	}
 }
+
+// TestPacerRequestsAnsweredLaterWereChargedEarlier: the newest report is
+// of the first grant of a burst (0 left); the five granted after it answer
+// since with more left, so the provider charged them before it. When that
+// report's window is refilled, none of them is charged in the next: all
+// 20 are free (they once counted as charged: 15, a sliding window's whole
+// window a quarter short in TestPacingMatrix's org cells).
+func TestPacerRequestsAnsweredLaterWereChargedEarlier(t *testing.T) {
+	now := time.Now()
+	p := newPacer(Limits{}, now)
+	var seqs []uint64
+	for range 6 {
+		seqs = append(seqs, p.grant(1))
+	}
+	rl := func(remaining int) llm.RateLimit {
+		return llm.RateLimit{HasRequests: true, LimitRequests: 20, RemainingRequests: remaining, ResetRequests: 400 * time.Millisecond}
+	}
+	p.release(seqs[0], rl(0), false, 0, false, now)
+	for i, s := range seqs[1:] {
+		p.release(s, rl(1+i), false, 0, false, now)
+	}
+	if p.reqs.repEarlier != 5 || p.reqs.repUnseen != 0 {
+		t.Fatalf("charged before the newest report: %d, unseen %d; want 5 and 0", p.reqs.repEarlier, p.reqs.repUnseen)
+	}
+	p.noHolds = true // the budget's refill alone (holds free each request as its report says)
+	if b, _ := p.blocked(1, now.Add(500*time.Millisecond)); b {
+		t.Fatal("blocked after the newest report's window was refilled")
+	}
+	if p.reqs.remaining != 20 {
+		t.Fatalf("refilled to %d remaining, want 20", p.reqs.remaining)
+	}
+
+	// Granted before the newest report's request and answered after it
+	// with more left: it was in flight when that report came (unseen),
+	// and was charged before it.
+	q := newPacer(Limits{}, now)
+	a, b := q.grant(1), q.grant(1)
+	q.release(b, rl(0), false, 0, false, now)
+	if q.reqs.repUnseen != 1 {
+		t.Fatalf("unseen %d with one earlier grant in flight, want 1", q.reqs.repUnseen)
+	}
+	q.release(a, rl(1), false, 0, false, now)
+	if q.reqs.repUnseen != 0 {
+		t.Fatalf("unseen %d after it answered with more left, want 0", q.reqs.repUnseen)
+	}
+}
+
+// TestSuspectPacesAKeyAsShared: a key told that another key of its
+// endpoint shares a limit like its own paces at its share (half, of two)
+// though its own reports showed no one else; Sharing still says what its
+// reports showed; the suspicion lapses after two of its windows. A key
+// read as a token bucket is not suspected: its level, read from the
+// reports, holds what others drew.
+func TestSuspectPacesAKeyAsShared(t *testing.T) {
+	c := NewCredentialState("p", 0, Limits{}, 8)
+	c.ShareEndpoint(2)
+	o := nopOwner{}
+	seq, _ := c.TryGrant(1)
+	c.Finish(o, RequestFinished{Seq: seq, Status: 200, RateLimit: llm.RateLimit{HasRequests: true, LimitRequests: 20, RemainingRequests: 19, ResetRequests: 100 * time.Millisecond}})
+	if got := c.Outlook().Limit; got != 20 {
+		t.Fatalf("before: outlook limit %d, want 20", got)
+	}
+	c.Suspect()
+	if got := c.Outlook().Limit; got != 10 {
+		t.Fatalf("suspected: outlook limit %d, want 10 (half of 20)", got)
+	}
+	if shared, _ := c.Sharing(); shared {
+		t.Fatal("suspected: Sharing reports shared, which only its own reports may show")
+	}
+	c.mu.Lock()
+	granted := 0
+	for {
+		if b, _ := c.pacer.blocked(1, time.Now()); b {
+			break
+		}
+		c.pacer.grant(1)
+		granted++
+	}
+	c.mu.Unlock()
+	if granted != 9 {
+		t.Fatalf("suspected: granted %d more in the window, want 9 (its share of 10, less the 1 it had)", granted)
+	}
+	time.Sleep(250 * time.Millisecond) // two windows
+	c.mu.Lock()
+	c.pacer.blocked(1, time.Now())
+	lapsed := c.pacer.reqs.suspect.IsZero()
+	c.mu.Unlock()
+	if !lapsed {
+		t.Fatal("suspicion did not lapse after two windows")
+	}
+
+	k := NewCredentialState("p", 1, Limits{}, 8)
+	k.ShareEndpoint(2)
+	k.mu.Lock()
+	k.pacer.reqs.known, k.pacer.reqs.limit, k.pacer.reqs.rate = true, 20, 40
+	k.mu.Unlock()
+	k.Suspect()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.pacer.reqs.suspect.IsZero() {
+		t.Fatal("a budget read as a token bucket was suspected")
+	}
+}

@@ -122,6 +122,8 @@ func (a *credentialActor) Receive(ctx actor.Context) {
 			a.c.Finish(a, m)
 		case RequestAccepted:
 			a.c.Accept(a, m)
+		case foreignFinished:
+			a.c.foreign(a, m)
 		}
 		a.c.sent.Add(-1)
 	case wake:
@@ -259,6 +261,18 @@ func (r *Ref) Finish(f RequestFinished) {
 // Divert stops the credential admitting, for good: the runtime paces it in
 // one budget with the other keys of its endpoint (CredentialState.Divert).
 func (r *Ref) Divert() { r.Cred.Divert(r.owner) }
+
+// Adopt makes r's credential the one budget of keys found to share a
+// limit (CredentialState.Adopt), and has each key tell it the end of
+// every grant the key still has in flight: what the adoption had to count
+// as uncounted, their reports can show the provider counted.
+func (r *Ref) Adopt(keys ...*Ref) {
+	states := make([]*CredentialState, len(keys))
+	for i, k := range keys {
+		states[i] = k.Cred
+	}
+	r.Cred.adopt(func(m foreignFinished) { r.send(m) }, states)
+}
 
 // Shed refuses up to n of the credential's queued callers, the newest
 // first, so that they are placed again (CredentialState.Shed).

@@ -17,8 +17,11 @@ import (
 // on its budget (the provider counted more than the key's grants explain,
 // or refused a request paced within what it reported) and all report one
 // request limit, the keys draw on one limit: from then on their calls ask
-// the joint budget, which starts from the newest report any key holds
-// (actors.CredentialState.Adopt). Each key's own state only finishes what
+// the joint budget, which starts from the newest report any key holds,
+// less all they have in flight, and hears each of those calls end with its
+// report (actors.Ref.Adopt): what the provider had counted already comes
+// back, and the window of the join is served whole. Each key's own state
+// only finishes what
 // it granted: callers queued there, or on their way, are refused with an
 // error actors.Diverted reports and ask the joint budget instead. Paced
 // apart, each key could count only on its share of what was reported, and
@@ -54,6 +57,31 @@ func (c *cred) admitter() actors.Admitter {
 // their reports showed they share one limit.
 func (c *cred) joined() bool { return c.joint != nil && c.joint.on.Load() }
 
+// suspect has a key that has not seen others drawing on its budget paced
+// as if it had (actors.CredentialState.Suspect) once another key with the
+// same request limit has: keys of one organisation see each other's
+// requests only while their windows overlap, and a key that saw none
+// bursts its whole limit into the others' share. Keys with limits of
+// their own lose half their pace for two windows, once, when another key
+// with the same limit is shared with someone else.
+func (j *joint) suspect() {
+	limit := 0
+	for _, k := range j.keys {
+		if shared, l := k.Cred.Sharing(); shared && l > 0 {
+			limit = l
+			break
+		}
+	}
+	if limit == 0 {
+		return
+	}
+	for _, k := range j.keys {
+		if shared, l := k.Cred.Sharing(); !shared && l == limit {
+			k.Cred.Suspect()
+		}
+	}
+}
+
 // check joins the keys once each one's reports show others drawing on its
 // budget and all report one request limit. Called after a key's call
 // finished; cheap (atomic loads) until then.
@@ -61,6 +89,7 @@ func (j *joint) check() {
 	if j.on.Load() {
 		return
 	}
+	j.suspect()
 	limit := 0
 	for _, k := range j.keys {
 		shared, l := k.Cred.Sharing()
@@ -79,12 +108,10 @@ func (j *joint) check() {
 	// adopts their state is all they granted. Adopted first, a key whose
 	// window turned in between granted its queue beside the joint
 	// budget's own burst: 429s on a provider that reports its limits.
-	states := make([]*actors.CredentialState, len(j.keys))
-	for i, k := range j.keys {
+	for _, k := range j.keys {
 		k.Divert()
-		states[i] = k.Cred
 	}
-	j.ref.Cred.Adopt(states...)
+	j.ref.Adopt(j.keys...)
 	j.on.Store(true)
 	close(j.ready)
 }

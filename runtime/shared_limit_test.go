@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chorusrt/chorus/actors"
+	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/llmtest"
 )
 
@@ -454,3 +455,49 @@ func TestAwaitRoomWaitsForTheEarliestKey(t *testing.T) {
 	defer dcancel()
 	within("a deadline before every cooldown", func() bool { return awaitRoom(dctx, g, g.creds[0], time.Hour) }, true)
 }
+
+// Once one key of an endpoint reads others drawing on its budget, a key
+// with the same request limit whose reports showed no one else is paced
+// at its share too (actors.CredentialState.Suspect), though it is not
+// joined until its own reports show it: keys of one organisation see each
+// other only while their windows overlap, and a key that saw no one burst
+// its whole limit into the other's share (20 late 429s in a sliding-window
+// org cell of TestPacingMatrix). A key with another limit is left alone.
+func TestJointSuspectsAKeyWithTheSameLimit(t *testing.T) {
+	o := nopOwner{}
+	report := func(c *actors.CredentialState, limit, remaining int) {
+		seq, ok := c.TryGrant(1)
+		if !ok {
+			t.Fatal("no grant for the first request")
+		}
+		c.Finish(o, actors.RequestFinished{Seq: seq, Status: 200, RateLimit: llm.RateLimit{HasRequests: true, LimitRequests: limit, RemainingRequests: remaining, ResetRequests: time.Second}})
+	}
+	a := actors.NewCredentialState("p", 0, actors.Limits{}, 8)
+	b := actors.NewCredentialState("p", 1, actors.Limits{}, 8)
+	c := actors.NewCredentialState("p", 2, actors.Limits{}, 8)
+	for _, k := range []*actors.CredentialState{a, b, c} {
+		k.ShareEndpoint(3)
+	}
+	report(a, 30, 5) // 25 gone after one grant: others draw on it
+	report(b, 30, 29)
+	report(c, 60, 59)
+	j := &joint{keys: []*actors.Ref{{Cred: a}, {Cred: b}, {Cred: c}}, ready: make(chan struct{})}
+	if got := b.Outlook().Limit; got != 30 {
+		t.Fatalf("b before: outlook limit %d, want 30", got)
+	}
+	j.check()
+	if j.on.Load() {
+		t.Fatal("joined on one key's reports")
+	}
+	if got := b.Outlook().Limit; got != 10 {
+		t.Fatalf("b, same limit as a: outlook limit %d, want its share of 30 among 3 keys, 10", got)
+	}
+	if got := c.Outlook().Limit; got != 60 {
+		t.Fatalf("c, a limit of its own: outlook limit %d, want 60", got)
+	}
+}
+
+type nopOwner struct{}
+
+func (nopOwner) Reply(any, any) {}
+func (nopOwner) Wake()          {}
