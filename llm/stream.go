@@ -82,9 +82,11 @@ func (w *StreamWriter) Emit(ev Event) bool {
 func (w *StreamWriter) Finish(res *ChatResult, err error) {
 	w.finishOnce.Do(func() {
 		w.s.result, w.s.err = res, err
+		// Cancel before the stream reads as ended: a caller who saw Done
+		// (or Result return) sees the producer's context ended too.
+		w.s.cancel()
 		close(w.s.events)
 		close(w.s.done)
-		w.s.cancel()
 	})
 }
 
