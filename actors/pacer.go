@@ -313,7 +313,12 @@ func (b *budget) take(units, limit, remaining int, reset time.Duration, unseen, 
 		b.shared = true
 	}
 	var fresh int
-	level := float64(remaining)/b.share() - float64(pending)
+	// Alone on it: our own count of what we granted (a window's used, a
+	// bucket's level) says where it stands, bounded by the report on both
+	// sides. Subtracting every grant in flight instead counts twice the
+	// ones the report already holds: a window then lost grants in every
+	// window.
+	level := min(max(own, float64(remaining-pending)), float64(remaining))
 	if b.asShared() {
 		// Others draw on it too: our share, less all that may be ours
 		// and uncounted.
@@ -321,15 +326,19 @@ func (b *budget) take(units, limit, remaining int, reset time.Duration, unseen, 
 		if b.rate == 0 {
 			fresh = max(min(fresh, limit/int(b.share())-b.used), 0)
 		}
+		if b.shared {
+			level = float64(remaining)/b.share() - float64(pending)
+		}
+		// A suspected budget (not shared) keeps its own level whole: the
+		// next report must still be able to show others drawing on it,
+		// and the level is a bucket's once the reports show one, which
+		// ends the suspicion. Kept at its share, a bucket suspected
+		// before it was read as one never saw the other key's draws:
+		// it burst the whole bucket while the other waited, whose probe
+		// then drew late 429s (TestPacingMatrix's token-bucket org
+		// cells).
 	} else {
-		// Alone on it: our own count of what we granted (a window's
-		// used, a bucket's level) says where it stands, bounded by the
-		// report on both sides. Subtracting every grant in flight
-		// instead counts twice the ones the report already holds: a
-		// window then lost grants in every window.
-		lvl := min(max(own, level), float64(remaining))
-		fresh = max(int(math.Floor(lvl)), 0)
-		level = lvl
+		fresh = max(int(math.Floor(level)), 0)
 	}
 	b.known = true
 	b.limit = limit

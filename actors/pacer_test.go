@@ -916,6 +916,58 @@ func TestPacerRequestsAnsweredLaterWereChargedEarlier(t *testing.T) {
 	}
 }
 
+// TestSuspectedBudgetStillSeesOthersDrawing: a key suspected before its
+// reports showed what limiter it faces keeps its own level whole, so the
+// report that shows the other key's draws marks it shared. Kept at its
+// share, the level of the bucket it turned out to be sat below every
+// report: it never saw the other key, burst the whole bucket at its full
+// rate once the suspicion ended, and the other key's probe drew late 429s.
+func TestSuspectedBudgetStillSeesOthersDrawing(t *testing.T) {
+	c := NewCredentialState("p", 0, Limits{}, 8)
+	c.ShareEndpoint(2)
+	o := nopOwner{}
+	// A bucket of 20 refilling at 40 a second: each report's reset is
+	// the time until it is full again.
+	report := func(remaining int) llm.RateLimit {
+		return llm.RateLimit{HasRequests: true, LimitRequests: 20, RemainingRequests: remaining,
+			ResetRequests: time.Duration(20-remaining) * time.Second / 40}
+	}
+	finish := func(remaining int) {
+		t.Helper()
+		c.mu.Lock()
+		blocked, _ := c.pacer.blocked(1, time.Now())
+		seq := c.pacer.grant(1)
+		c.mu.Unlock()
+		if blocked {
+			t.Fatalf("no room for the request reported with %d left", remaining)
+		}
+		c.Finish(o, RequestFinished{Seq: seq, Status: 200, RateLimit: report(remaining)})
+	}
+	finish(19)
+	c.Suspect()
+	c.mu.Lock()
+	suspected := !c.pacer.reqs.suspect.IsZero()
+	c.mu.Unlock()
+	if !suspected {
+		t.Fatal("a budget not yet read as any limiter was not suspected")
+	}
+	finish(18)
+	finish(17)
+	c.mu.Lock()
+	rate := c.pacer.reqs.rate
+	c.mu.Unlock()
+	if rate <= 0 {
+		t.Fatal("three agreeing reports did not read as a token bucket")
+	}
+	if shared, _ := c.Sharing(); shared {
+		t.Fatal("shared before any report showed another key's draws")
+	}
+	finish(10) // the other key drew 6 of it
+	if shared, _ := c.Sharing(); !shared {
+		t.Fatal("a report of 10 left where its own grants left 16 did not show the budget shared")
+	}
+}
+
 // TestSuspectPacesAKeyAsShared: a key told that another key of its
 // endpoint shares a limit like its own paces at its share (half, of two)
 // though its own reports showed no one else; Sharing still says what its
