@@ -1203,7 +1203,6 @@ func (inf *inference) length() time.Duration {
 	return inf.slide
 }
 
-// cancelGrant returns a grant that was never used.
 // foreign ends one grant of a key joined into this budget (Ref.Adopt),
 // with its report (a zero one for a grant cancelled or answered without
 // one). Of one window, the report that shows the least left was counted
@@ -1262,6 +1261,7 @@ func (b *budget) settle(unseen int, now time.Time) {
 	}
 }
 
+// cancelGrant returns a grant that was never used.
 func (p *pacer) cancelGrant(seq uint64) {
 	g, ok := p.grants[seq]
 	if !ok {

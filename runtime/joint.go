@@ -21,9 +21,9 @@ import (
 // less all they have in flight, and hears each of those calls end with its
 // report (actors.Ref.Adopt): what the provider had counted already comes
 // back, and the window of the join is served whole. Each key's own state
-// only finishes what
-// it granted: callers queued there, or on their way, are refused with an
-// error actors.Diverted reports and ask the joint budget instead. Paced
+// only finishes what it granted: callers queued there, or on their way,
+// are refused with an error actors.Diverted reports and ask the joint
+// budget instead. Paced
 // apart, each key could count only on its share of what was reported, and
 // what one key left unused in a window the others could not know of:
 // 1.1-2x the time the limit allows in the pacing matrix, where one budget
