@@ -510,3 +510,81 @@ func TestBatchFromStdin(t *testing.T) {
 		t.Errorf("%d lines", len(got))
 	}
 }
+
+// TestBatchGeminiPerMinuteQuota: a batch on a Gemini-format model whose
+// server refuses past a per-minute quota (no limit headers; each 429 is a
+// RESOURCE_EXHAUSTED naming a per-minute QuotaFailure and a RetryInfo
+// delay) paces from those 429s and retries: every line succeeds, none is
+// written as insufficient_quota, and the server saw each line's request
+// plus its refusals, no more.
+func TestBatchGeminiPerMinuteQuota(t *testing.T) {
+	const total, limit = 160, 40
+	srv := llmtest.NewServer(llmtest.WithDefault(llmtest.Reply{Text: "paced"}),
+		llmtest.WithRateLimit(llmtest.RateLimit{Requests: limit, Window: 500 * time.Millisecond}))
+	defer srv.Close()
+	vars := map[string]string{"GEMINI_API_KEY": "gm-test-key-0123456789", "GEMINI_BASE_URL": srv.GeminiBaseURL()}
+	var lines []string
+	for i := range total {
+		lines = append(lines, chatLine(fmt.Sprintf("g%03d", i), "gemini/gemini-2.5-flash", fmt.Sprintf("prompt %d", i)))
+	}
+	in := writeInput(t, lines...)
+	out := filepath.Join(t.TempDir(), "out.jsonl")
+	code, _, stderr := runCLI(t, context.Background(), vars, "batch", "-i", in, "-o", out, "-c", "64")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	got := readOutput(t, out)
+	if len(got) != total {
+		t.Fatalf("%d lines written, want %d", len(got), total)
+	}
+	for id, l := range got {
+		if l.Error != nil || l.Response == nil || l.Response.StatusCode != 200 || !strings.Contains(string(l.Response.Body), "paced") {
+			t.Errorf("%s: %+v", id, l)
+		}
+	}
+	limited := srv.RateLimited()
+	if limited == 0 {
+		t.Error("the server refused nothing: its quota was not in force")
+	}
+	if n := len(srv.Requests()); n != total+limited {
+		t.Errorf("server saw %d requests with %d 429s: want each line's one request plus the refused ones (%d)", n, limited, total+limited)
+	}
+	t.Logf("%d lines, %d 429s at the server", total, limited)
+}
+
+// TestBatchGeminiDailyQuotaIsFinal: past a per-day quota (a QuotaFailure
+// naming a per-day quota id, no RetryInfo) retrying cannot help: the lines
+// beyond it are written as insufficient_quota errors, the batch exits 1,
+// and no refused request is sent again.
+func TestBatchGeminiDailyQuotaIsFinal(t *testing.T) {
+	const total, limit = 12, 5
+	srv := llmtest.NewServer(llmtest.WithDefault(llmtest.Reply{Text: "served"}),
+		llmtest.WithRateLimit(llmtest.RateLimit{Requests: limit, Window: 24 * time.Hour}))
+	defer srv.Close()
+	vars := map[string]string{"GEMINI_API_KEY": "gm-test-key-0123456789", "GEMINI_BASE_URL": srv.GeminiBaseURL()}
+	var lines []string
+	for i := range total {
+		lines = append(lines, chatLine(fmt.Sprintf("d%02d", i), "gemini/gemini-2.5-flash", "hi"))
+	}
+	in := writeInput(t, lines...)
+	out := filepath.Join(t.TempDir(), "out.jsonl")
+	code, _, stderr := runCLI(t, context.Background(), vars, "batch", "-i", in, "-o", out, "-c", "1")
+	got := readOutput(t, out)
+	var served, exhausted int
+	for id, l := range got {
+		switch {
+		case l.Response != nil && l.Response.StatusCode == 200:
+			served++
+		case l.Error != nil && l.Error.Code == "insufficient_quota":
+			exhausted++
+		default:
+			t.Errorf("%s: neither served nor insufficient_quota: %+v", id, l)
+		}
+	}
+	if code != 1 || served != limit || exhausted != total-limit {
+		t.Errorf("exit %d, %d served, %d insufficient_quota; want 1, %d, %d\n%s", code, served, exhausted, limit, total-limit, stderr)
+	}
+	if n, refused := len(srv.Requests()), srv.RateLimited(); n > total || refused > total-limit {
+		t.Errorf("server saw %d requests, %d refused: a request past the daily quota was sent again", n, refused)
+	}
+}
