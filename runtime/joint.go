@@ -23,11 +23,10 @@ import (
 // back, and the window of the join is served whole. Each key's own state
 // only finishes what it granted: callers queued there, or on their way,
 // are refused with an error actors.Diverted reports and ask the joint
-// budget instead. Paced
-// apart, each key could count only on its share of what was reported, and
-// what one key left unused in a window the others could not know of:
-// 1.1-2x the time the limit allows in the pacing matrix, where one budget
-// takes 1.00-1.05x.
+// budget instead. Paced apart, each key could count only on its share of
+// what was reported, and what one key left unused in a window the others
+// could not know of: 1.1-2x the time the limit allows in the pacing
+// matrix, where one budget takes 1.00-1.05x.
 //
 // The join is for good: a process whose keys each share their limit with
 // someone else (keys of two organisations, each also used elsewhere) can

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -522,18 +523,10 @@ func TestBatchGeminiPerMinuteQuota(t *testing.T) {
 	srv := llmtest.NewServer(llmtest.WithDefault(llmtest.Reply{Text: "paced"}),
 		llmtest.WithRateLimit(llmtest.RateLimit{Requests: limit, Window: 500 * time.Millisecond}))
 	defer srv.Close()
-	vars := map[string]string{"GEMINI_API_KEY": "gm-test-key-0123456789", "GEMINI_BASE_URL": srv.GeminiBaseURL()}
-	var lines []string
-	for i := range total {
-		lines = append(lines, chatLine(fmt.Sprintf("g%03d", i), "gemini/gemini-2.5-flash", fmt.Sprintf("prompt %d", i)))
-	}
-	in := writeInput(t, lines...)
-	out := filepath.Join(t.TempDir(), "out.jsonl")
-	code, _, stderr := runCLI(t, context.Background(), vars, "batch", "-i", in, "-o", out, "-c", "64")
+	code, stderr, got := geminiBatch(t, srv, total, 64)
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, stderr)
 	}
-	got := readOutput(t, out)
 	if len(got) != total {
 		t.Fatalf("%d lines written, want %d", len(got), total)
 	}
@@ -561,15 +554,7 @@ func TestBatchGeminiDailyQuotaIsFinal(t *testing.T) {
 	srv := llmtest.NewServer(llmtest.WithDefault(llmtest.Reply{Text: "served"}),
 		llmtest.WithRateLimit(llmtest.RateLimit{Requests: limit, Window: 24 * time.Hour}))
 	defer srv.Close()
-	vars := map[string]string{"GEMINI_API_KEY": "gm-test-key-0123456789", "GEMINI_BASE_URL": srv.GeminiBaseURL()}
-	var lines []string
-	for i := range total {
-		lines = append(lines, chatLine(fmt.Sprintf("d%02d", i), "gemini/gemini-2.5-flash", "hi"))
-	}
-	in := writeInput(t, lines...)
-	out := filepath.Join(t.TempDir(), "out.jsonl")
-	code, _, stderr := runCLI(t, context.Background(), vars, "batch", "-i", in, "-o", out, "-c", "1")
-	got := readOutput(t, out)
+	code, stderr, got := geminiBatch(t, srv, total, 1)
 	var served, exhausted int
 	for id, l := range got {
 		switch {
@@ -587,4 +572,19 @@ func TestBatchGeminiDailyQuotaIsFinal(t *testing.T) {
 	if n, refused := len(srv.Requests()), srv.RateLimited(); n > total || refused > total-limit {
 		t.Errorf("server saw %d requests, %d refused: a request past the daily quota was sent again", n, refused)
 	}
+}
+
+// geminiBatch runs a batch of total chat lines on a Gemini model at
+// concurrency c, the gemini provider keyed and pointed at srv, and returns
+// its exit status, stderr and output lines by custom_id.
+func geminiBatch(t *testing.T, srv *llmtest.Server, total, c int) (code int, stderr string, got map[string]outLine) {
+	t.Helper()
+	vars := map[string]string{"GEMINI_API_KEY": "gm-test-key-0123456789", "GEMINI_BASE_URL": srv.GeminiBaseURL()}
+	var lines []string
+	for i := range total {
+		lines = append(lines, chatLine(fmt.Sprintf("g%03d", i), "gemini/gemini-2.5-flash", fmt.Sprintf("prompt %d", i)))
+	}
+	out := filepath.Join(t.TempDir(), "out.jsonl")
+	code, _, stderr = runCLI(t, context.Background(), vars, "batch", "-i", writeInput(t, lines...), "-o", out, "-c", strconv.Itoa(c))
+	return code, stderr, readOutput(t, out)
 }
