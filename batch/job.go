@@ -44,6 +44,12 @@ type Job struct {
 	// (embed: an embedding line). It is asked once per kind; a non-empty
 	// why is announced in an EventDefaultModel. Nil: such a line is bad.
 	DefaultModel func(embed bool) (model, why string, err error)
+	// Resolve, when set, maps the model a line names to the name Runner
+	// serves it by: runtime.Runtime.Resolve(model, "openai") serves the
+	// bare OpenAI model names of a batch file as OpenAI's own tools write
+	// it ("gpt-4o-mini") on provider openai. Its error makes the line bad.
+	// The summary and the events name the model as the line did.
+	Resolve func(model string) (string, error)
 	// Observe, when set, receives the job's progress events. It is called
 	// from the job's goroutines, one event at a time, and must not block.
 	Observe func(Event)
@@ -207,6 +213,7 @@ type item struct {
 	embed    *llm.EmbedRequest
 	b64      bool
 	err      error // kindBad: what is wrong with the line
+	unserved error // Job.Resolve's refusal of the line's model
 }
 
 // result is one finished item.
@@ -557,10 +564,21 @@ func (r *run) parse(n int, l *inputLine) *item {
 		}
 		it.model = m
 	}
+	served := it.model
+	if r.j.Resolve != nil {
+		m, err := r.j.Resolve(it.model)
+		if err != nil {
+			// Failed as the runner fails a model it does not serve: an
+			// answered line with the error, not a bad input line.
+			it.unserved = &llm.ConfigError{Field: "model", Msg: err.Error()}
+		} else {
+			served = m
+		}
+	}
 	if it.chat != nil {
-		it.chat.Model = it.model
+		it.chat.Model = served
 	} else {
-		it.embed.Model = it.model
+		it.embed.Model = served
 	}
 	return it
 }
@@ -609,6 +627,12 @@ func (r *run) do(ctx context.Context, it *item) (res *result) {
 			return res
 		}
 		line = errorLine(it.customID, fmt.Errorf("input line %d: %w", it.line, it.err))
+	case kindChat, kindEmbed:
+		if it.unserved != nil {
+			return failure(ctx, res, it.unserved)
+		}
+	}
+	switch it.kind {
 	case kindChat:
 		out, err := r.j.Runner.Chat(ctx, it.chat)
 		if err != nil {

@@ -83,11 +83,13 @@ func (h *Handler) anthropicCountTokens(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, f, errorFor(err))
 		return
 	}
-	adm, ok := h.call(w, r, f, sm.Chat.Model, ks)
+	adm, served, ok := h.call(w, r, f, sm.Chat.Model, ks)
 	if !ok {
 		return
 	}
-	res, err := h.rt.CountTokens(r.Context(), sm.Chat)
+	call := *sm.Chat
+	call.Model = served
+	res, err := h.rt.CountTokens(r.Context(), &call)
 	adm.end(llm.Usage{})
 	if err != nil {
 		h.fail(w, f, errorFor(err))

@@ -507,6 +507,7 @@ func (h *Handler) runJob(ctx context.Context, b *batchJob, inPath string, ks *ke
 		Input: in, InputName: b.sb.Batch.InputFileID, Output: out,
 		Runner:      lineRunner{h: h, ks: ks},
 		Concurrency: h.opts.BatchConcurrency,
+		Resolve:     func(model string) (string, error) { return h.rt.Resolve(model, h.defaultProvider(formatOpenAI)) },
 		Observe: func(ev batch.Event) {
 			if ev.Kind != batch.EventDone && ev.Kind != batch.EventSkipped {
 				return
@@ -618,8 +619,14 @@ func (h *Handler) validateBatch(path, endpoint string, ks *keyState) (int, []ope
 			add(lineNo, "missing_required_parameter", "body.model", "the line names no model")
 		case h.opts.FanOut[l.Body.Model] != nil:
 			add(lineNo, "invalid_value", "body.model", fmt.Sprintf("%q is a fan-out alias: a batch line has one answer", l.Body.Model))
-		case ks != nil && !ks.allows(l.Body.Model):
-			add(lineNo, "model_not_allowed", "body.model", fmt.Sprintf("gateway key %q may not call model %q", ks.key.Name, l.Body.Model))
+		default:
+			served, err := h.rt.Resolve(l.Body.Model, h.defaultProvider(formatOpenAI))
+			switch {
+			case err != nil:
+				add(lineNo, "model_not_found", "body.model", err.Error())
+			case ks != nil && !ks.allows(served) && !ks.allows(l.Body.Model):
+				add(lineNo, "model_not_allowed", "body.model", fmt.Sprintf("gateway key %q may not call model %q", ks.key.Name, served))
+			}
 		}
 	}
 	if err := sc.Err(); err != nil {

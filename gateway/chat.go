@@ -46,9 +46,14 @@ func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, ks *keyState
 		h.fail(w, c.f, &Error{Status: http.StatusBadRequest, Message: "model " + strconv.Quote(model) + " is a fan-out: POST /v1/chat/completions answers it, with a choice per model"})
 		return
 	}
-	adm, ok := h.call(w, r, c.f, model, ks)
+	adm, served, ok := h.call(w, r, c.f, model, ks)
 	if !ok {
 		return
+	}
+	if served != req.Model { // the encoders keep the client's name
+		call := *req
+		call.Model = served
+		req = &call
 	}
 	rep := new(runtime.CallReport)
 	ctx := runtime.WithCallReport(r.Context(), rep)

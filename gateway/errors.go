@@ -49,13 +49,16 @@ func errorFor(err error) *Error {
 		rl  *llm.RateLimitError
 		api *llm.APIError
 		ge  *Error
+		mnf *runtime.ModelNotFoundError
 	)
 	msg := err.Error()
 	switch {
 	case errors.As(err, &ge):
 		return ge
+	case errors.As(err, &mnf):
+		return &Error{Status: http.StatusNotFound, Message: msg, Code: "model_not_found"}
 	case errors.As(err, &ce):
-		if ce.Field == "model" && (strings.Contains(ce.Msg, "not registered") || strings.Contains(ce.Msg, "not provider/model")) {
+		if ce.Field == "model" && (strings.Contains(ce.Msg, "not registered") || strings.Contains(ce.Msg, "not provider/model") || strings.Contains(ce.Msg, "is not served")) {
 			return &Error{Status: http.StatusNotFound, Message: msg}
 		}
 		return &Error{Status: http.StatusBadRequest, Message: msg}

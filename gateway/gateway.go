@@ -106,6 +106,12 @@ type Options struct {
 	// model (fanout.go). A name may not be a runtime alias. Only POST
 	// /v1/chat/completions serves them (400 elsewhere).
 	FanOut map[string][]string
+	// DefaultProviders names, per client format ("openai", "anthropic",
+	// "gemini"), the provider that serves a bare model name (one that is
+	// neither provider/model nor an alias) on that format's routes; a
+	// format not named uses the provider of its own name, when registered,
+	// and one mapped to "" serves no bare name (names.go).
+	DefaultProviders map[string]string
 	// Telemetry is where the gateway's HTTP server spans go (nil: the
 	// global TracerProvider). Give it the runtime's, so that each server
 	// span and the runtime's spans of its call are one trace.
@@ -121,6 +127,10 @@ type Handler struct {
 	log  *slog.Logger
 	mux  *http.ServeMux
 	keys map[[32]byte]*keyState
+	// providers are the runtime's provider ids, aliases its aliases
+	// (names.go).
+	providers map[string]bool
+	aliases   map[string][]string
 
 	tracer  trace.Tracer
 	files   *fileStore // files.go
@@ -162,6 +172,10 @@ func New(rt *runtime.Runtime, opts Options) (*Handler, error) {
 		h.keys[k.SHA256] = newKeyState(k)
 	}
 	aliases := rt.Aliases()
+	h.aliases, h.providers = aliases, map[string]bool{}
+	for _, id := range rt.Providers() {
+		h.providers[id] = true
+	}
 	for name, targets := range opts.FanOut {
 		if _, clash := aliases[name]; clash || name == "" || len(targets) == 0 {
 			return nil, fmt.Errorf("gateway: fan-out %q: want a name that is not a runtime alias, and one model or more", name)
@@ -241,7 +255,7 @@ func (h *Handler) routes() {
 }
 
 // ServeHTTP serves one request, in an HTTP server span (trace.go).
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.serveTraced(w, r) }
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.serveTraced(w, h.scoped(r)) }
 
 // presentedKey is the key a client sent, the way its SDK sends it:
 // Authorization: Bearer (OpenAI), x-api-key (Anthropic), x-goog-api-key or

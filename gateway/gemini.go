@@ -98,10 +98,11 @@ func (h *Handler) geminiEmbed(w http.ResponseWriter, r *http.Request, model stri
 		h.fail(w, f, errorFor(err))
 		return
 	}
-	adm, ok := h.call(w, r, f, model, ks)
+	adm, served, ok := h.call(w, r, f, model, ks)
 	if !ok {
 		return
 	}
+	req.Model = served
 	rep := new(runtime.CallReport)
 	res, err := h.rt.Embed(runtime.WithCallReport(r.Context(), rep), req)
 	if err != nil {

@@ -12,21 +12,33 @@ import (
 // call is what every endpoint does before calling the runtime: it
 // authenticates, checks the model against the key and takes the key's
 // budgets. The admission's end ends the call, charging its tokens.
-func (h *Handler) call(w http.ResponseWriter, r *http.Request, f format, model string, ks *keyState) (a admission, ok bool) {
-	if ks == nil {
-		return a, true
-	}
-	if !ks.allows(model) {
+//
+// model is the client's name for the model; served is the name the
+// runtime serves it by (names.go), which the key is checked against (or
+// the client's own name, when the key lists that).
+func (h *Handler) call(w http.ResponseWriter, r *http.Request, f format, model string, ks *keyState) (a admission, served string, ok bool) {
+	served, err := h.resolve(r, f, model)
+	if ks != nil && !ks.allows(model) && (err != nil || !ks.allows(served)) {
+		if err == nil {
+			model = served
+		}
 		h.fail(w, f, &Error{Status: http.StatusForbidden, Message: "gateway key " + strconv.Quote(ks.key.Name) + " may not call model " + strconv.Quote(model)})
-		return a, false
+		return a, "", false
+	}
+	if err != nil {
+		h.fail(w, f, errorFor(err))
+		return a, "", false
+	}
+	if ks == nil {
+		return a, served, true
 	}
 	a, v, e := ks.admit(h.opts.Now())
 	setRateLimitHeaders(w.Header(), v)
 	if e != nil {
 		h.fail(w, f, e)
-		return a, false
+		return a, "", false
 	}
-	return a, true
+	return a, served, true
 }
 
 func (h *Handler) openAIChat(w http.ResponseWriter, r *http.Request) {
@@ -133,12 +145,14 @@ func (h *Handler) openAIEmbeddings(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, f, errorFor(err))
 		return
 	}
-	adm, ok := h.call(w, r, f, req.Model, ks)
+	adm, served, ok := h.call(w, r, f, req.Model, ks)
 	if !ok {
 		return
 	}
 	rep := new(runtime.CallReport)
-	res, err := h.rt.Embed(runtime.WithCallReport(r.Context(), rep), req)
+	call := *req
+	call.Model = served
+	res, err := h.rt.Embed(runtime.WithCallReport(r.Context(), rep), &call)
 	if err != nil {
 		adm.end(llm.Usage{})
 		chorusHeaders(w.Header(), rep, nil)

@@ -23,6 +23,7 @@ type options struct {
 	budget         SharedBudget
 	configs        []providers.Config
 	aliases        map[string][]string
+	patterns       []modelPattern // WithModelPattern (names.go)
 	limits         map[string]Limits
 	maxConcurrency int
 	queueSize      int

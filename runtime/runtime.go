@@ -224,6 +224,12 @@ func New(opts ...Option) (*Runtime, error) {
 		}
 		g.creds = append(g.creds, c)
 	}
+	for _, p := range rt.opts.patterns {
+		if rt.groups[p.provider] == nil {
+			rt.shutdown()
+			return nil, &llm.ConfigError{Field: "model pattern " + p.pattern, Msg: fmt.Sprintf("provider %q is not registered (registered: %s)", p.provider, strings.Join(rt.order, ", "))}
+		}
+	}
 	for name, targets := range rt.aliases {
 		for _, t := range targets {
 			if _, _, err := rt.resolveOne(t); err != nil {
@@ -297,6 +303,10 @@ func (rt *Runtime) resolve(model string) ([]target, error) {
 	names := []string{model}
 	if t, ok := rt.aliases[model]; ok {
 		names = t
+	} else if name, err := rt.Resolve(model, ""); err != nil {
+		return nil, &llm.ConfigError{Field: "model", Msg: err.Error()}
+	} else {
+		names[0] = name
 	}
 	out := make([]target, 0, len(names))
 	for _, n := range names {

@@ -247,6 +247,8 @@ func runBatch(ctx context.Context, e env, o *batchOpts) int {
 			}
 			return st.defaultModel(embed)
 		},
+		// A batch file in OpenAI's format names OpenAI's models bare.
+		Resolve: func(model string) (string, error) { return st.rt.Resolve(model, "openai") },
 		Observe: batchObserver(o, prog),
 	}
 	rep, runErr := batch.Run(ctx, job)

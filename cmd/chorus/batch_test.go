@@ -588,3 +588,42 @@ func geminiBatch(t *testing.T, srv *llmtest.Server, total, c int) (code int, std
 	code, _, stderr = runCLI(t, context.Background(), vars, "batch", "-i", writeInput(t, lines...), "-o", out, "-c", strconv.Itoa(c))
 	return code, stderr, readOutput(t, out)
 }
+
+// TestBatchBareOpenAIModelNames: a batch file as OpenAI's own tools write
+// it names bare OpenAI models; each line runs on provider openai, and a
+// bare name with no provider to serve it is a bad line naming it.
+func TestBatchBareOpenAIModelNames(t *testing.T) {
+	srv := llmtest.NewServer(llmtest.WithDefault(llmtest.Reply{Text: "from the provider"}))
+	defer srv.Close()
+	vars := map[string]string{"OPENAI_API_KEY": "sk-test-0123456789abcdef", "OPENAI_BASE_URL": srv.OpenAIBaseURL()}
+	in := writeInput(t, chatLine("a", "gpt-4o-mini", "hi"), chatLine("b", "gpt-4.1", "hi"),
+		`{"custom_id":"e","method":"POST","url":"/v1/embeddings","body":{"model":"text-embedding-3-small","input":"x"}}`)
+	out := filepath.Join(t.TempDir(), "out.jsonl")
+	code, _, stderr := runCLI(t, context.Background(), vars, "batch", "-i", in, "-o", out)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	got := readOutput(t, out)
+	if len(got) != 3 {
+		t.Fatalf("%d lines answered, want 3:\n%s", len(got), stderr)
+	}
+	models := map[string]bool{}
+	for _, r := range srv.Requests() {
+		models[r.Model] = true
+	}
+	for _, m := range []string{"gpt-4o-mini", "gpt-4.1", "text-embedding-3-small"} {
+		if !models[m] {
+			t.Errorf("provider openai never saw model %q (saw %v)", m, models)
+		}
+	}
+
+	// Without an OpenAI key, a bare name has no provider: a bad line.
+	in = writeInput(t, chatLine("a", "gpt-4o-mini", "hi"), chatLine("b", "sim/echo", "hi"))
+	out = filepath.Join(t.TempDir(), "out.jsonl")
+	code, _, stderr = runCLI(t, context.Background(), map[string]string{}, "batch", "-i", in, "-o", out)
+	got = readOutput(t, out)
+	if code != 1 || got["b"].Error != nil || got["a"].Error == nil || got["a"].Error.Code != "invalid_request" ||
+		!strings.Contains(got["a"].Error.Message, `model "gpt-4o-mini" is not served`) || !strings.Contains(got["a"].Error.Message, `provider "openai" (not registered)`) {
+		t.Fatalf("exit %d: %+v %+v\n%s", code, got["a"].Error, got["b"].Error, stderr)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path"
 	"regexp"
 	"slices"
 	"strconv"
@@ -39,6 +40,8 @@ import (
 //	  window: 1m
 //	mcp_servers:              # MCP servers for chat --mcp (see mcp.go)
 //	  - {name: fs, command: [mcp-server-filesystem, /srv/data], trusted: true}
+//	model_patterns:           # bare model names ("gpt-4o-mini") -> a provider; first match wins
+//	  - {match: "gpt-*", provider: local}
 //	prices:                   # USD per million tokens (see prices.go)
 //	  openai/gpt-4.1-mini: {input: 0.4, cached_input: 0.1, output: 1.6, batch_discount: 0.5}
 type fileConfig struct {
@@ -51,6 +54,14 @@ type fileConfig struct {
 	mcp       []mcpServerDef // mcp.go
 	prices    llm.Prices     // prices.go
 	gateway   gatewayConfig  // serve.go
+	patterns  []patternDef
+}
+
+// patternDef is one model_patterns entry: bare names matching match are
+// served by provider (runtime.WithModelPattern).
+type patternDef struct {
+	match, provider string
+	line            int
 }
 
 type aliasDef struct {
@@ -143,8 +154,10 @@ func parseConfig(path string, data []byte) (*fileConfig, error) {
 			return p.prices(v, cfg) // prices.go
 		case "gateway":
 			return p.gateway(v, cfg) // serve.go
+		case "model_patterns":
+			return p.modelPatterns(v, cfg)
 		}
-		return p.errf(k, "unknown key %q (known: aliases, providers, limits, defaults, sim, prices, mcp_servers, gateway)", key)
+		return p.errf(k, "unknown key %q (known: aliases, providers, limits, defaults, sim, prices, mcp_servers, gateway, model_patterns)", key)
 	}); err != nil {
 		return nil, err
 	}
@@ -383,4 +396,40 @@ func (p *configParser) simOptions(n *yaml.Node, cfg *fileConfig) error {
 		}
 		return err
 	})
+}
+
+// modelPatterns reads model_patterns: a list of {match, provider}, match a
+// glob (path.Match) over bare model names.
+func (p *configParser) modelPatterns(n *yaml.Node, cfg *fileConfig) error {
+	if n.Kind != yaml.SequenceNode {
+		return p.errf(n, "model_patterns: want a list of {match, provider}")
+	}
+	for i, item := range n.Content {
+		what := fmt.Sprintf("model_patterns[%d]", i)
+		d := patternDef{line: item.Line}
+		err := p.mapping(item, what, func(key string, k, v *yaml.Node) error {
+			var err error
+			switch key {
+			case "match":
+				if d.match, err = p.str(v, what+".match"); err == nil {
+					if _, perr := path.Match(d.match, ""); perr != nil || d.match == "" {
+						err = p.errf(v, "%s.match: %q is not a glob pattern", what, d.match)
+					}
+				}
+			case "provider":
+				d.provider, err = p.str(v, what+".provider")
+			default:
+				err = p.errf(k, "%s: unknown key %q (known: match, provider)", what, key)
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if d.match == "" || d.provider == "" {
+			return p.errf(item, "%s: give both match and provider", what)
+		}
+		cfg.patterns = append(cfg.patterns, d)
+	}
+	return nil
 }

@@ -21,6 +21,12 @@ func TestConfigErrorsNameFileAndLine(t *testing.T) {
 		want string
 	}{
 		{"alias:\n  fast: sim/echo\n", `chorus.yaml:1: unknown key "alias"`},
+		{"model_patterns:\n  - {match: \"[\", provider: sim}\n", `chorus.yaml:2: model_patterns[0].match: "[" is not a glob pattern`},
+		{"model_patterns:\n  - {match: \"gpt-*\"}\n", "chorus.yaml:2: model_patterns[0]: give both match and provider"},
+		{"model_patterns:\n  - {match: \"gpt-*\", to: sim}\n", `chorus.yaml:2: model_patterns[0]: unknown key "to"`},
+		{"model_patterns: gpt\n", "chorus.yaml:1: model_patterns: want a list of {match, provider}"},
+		{"gateway:\n  default_providers:\n    cohere: sim\n", `chorus.yaml:3: gateway.default_providers: unknown format "cohere"`},
+		{"gateway:\n  default_providers:\n    openai: nope\n", `chorus.yaml:3: gateway.default_providers.openai: provider "nope" is unknown`},
 		{"aliases:\n  fast: [sim/echo, nope]\n", `chorus.yaml:2: aliases.fast: "nope" is not provider/model`},
 		{"aliases:\n  a/b: sim/echo\n", "chorus.yaml:2: aliases.a/b: an alias name may not contain '/'"},
 		{"aliases:\n  fast: []\n", "chorus.yaml:2: aliases.fast: is empty"},

@@ -69,9 +69,12 @@ on the same port: credentials, batches, sessions and their approvals.
 //	      budget_usd: 50        # spent from the prices: section's costs
 //	  fan_out:                  # one request to each model, a choice per model
 //	    compare: [openai/gpt-4.1-mini, anthropic/claude-haiku-4-5]
+//	  default_providers:        # the provider of a bare model name per client format
+//	    openai: local           # (default: the format's own provider; "" serves none)
 type gatewayConfig struct {
-	keys   []gatewayKeyDef
-	fanOut map[string][]string // fan_out: name -> models
+	keys      []gatewayKeyDef
+	fanOut    map[string][]string // fan_out: name -> models
+	providers map[string]string   // default_providers: format -> provider
 }
 
 type gatewayKeyDef struct {
@@ -82,11 +85,27 @@ type gatewayKeyDef struct {
 
 func (p *configParser) gateway(n *yaml.Node, cfg *fileConfig) error {
 	return p.mapping(n, "gateway", func(key string, k, v *yaml.Node) error {
-		if key == "fan_out" {
+		switch key {
+		case "fan_out":
 			return p.fanOut(v, cfg)
-		}
-		if key != "keys" {
-			return p.errf(k, "gateway: unknown key %q (known: keys, fan_out)", key)
+		case "default_providers":
+			cfg.gateway.providers = map[string]string{}
+			return p.mapping(v, "gateway.default_providers", func(format string, k, v *yaml.Node) error {
+				switch format {
+				case "openai", "anthropic", "gemini":
+				default:
+					return p.errf(k, "gateway.default_providers: unknown format %q (known: openai, anthropic, gemini)", format)
+				}
+				id, err := p.str(v, "gateway.default_providers."+format)
+				if err == nil && id != "" && !cfg.knows(id) {
+					err = p.errf(v, "gateway.default_providers.%s: provider %q is unknown (built in, sim, or one under providers:)", format, id)
+				}
+				cfg.gateway.providers[format] = id
+				return err
+			})
+		case "keys":
+		default:
+			return p.errf(k, "gateway: unknown key %q (known: keys, fan_out, default_providers)", key)
 		}
 		if v.Kind != yaml.SequenceNode {
 			return p.errf(v, "gateway.keys: want a list of {name, sha256 or key_env, models, rpm, tpm, concurrency, budget_usd}")
@@ -278,7 +297,7 @@ func cmdServe(ctx context.Context, e env, args []string) int {
 	defer st.close(5 * time.Second)
 	// The gateway's batch jobs show on the console's Batches page.
 	batches := batch.NewRegistry(20)
-	gopts := gateway.Options{Keys: keys, Logger: slog.New(slog.NewTextHandler(e.stderr, nil)), FilesDir: *filesDir, Batches: batches, FanOut: cfg.gateway.fanOut}
+	gopts := gateway.Options{Keys: keys, Logger: slog.New(slog.NewTextHandler(e.stderr, nil)), FilesDir: *filesDir, Batches: batches, FanOut: cfg.gateway.fanOut, DefaultProviders: cfg.gateway.providers}
 	if *nativeBatches {
 		gopts.BatchNative = &batch.Native{Clients: nativeClients(e)}
 	}

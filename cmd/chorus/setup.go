@@ -127,6 +127,13 @@ func buildStack(e env, configPath string) (*stack, []runtime.Option, error) {
 	for id, l := range cfg.limits {
 		opts = append(opts, runtime.WithLimits(id, l))
 	}
+	for _, mp := range cfg.patterns {
+		if !slices.Contains(registered, mp.provider) {
+			s.Close()
+			return nil, nil, &configError{path: cfg.path, line: mp.line, msg: fmt.Sprintf("model_patterns: provider %q of %q is not registered (set its key variable, or add it under providers:)", mp.provider, mp.match)}
+		}
+		opts = append(opts, runtime.WithModelPattern(mp.match, mp.provider))
+	}
 	return st, opts, nil
 }
 
