@@ -3,6 +3,7 @@ package gateway
 import (
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/runtime"
@@ -50,9 +51,13 @@ func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, ks *keyState
 	if !ok {
 		return
 	}
-	if served != req.Model { // the encoders keep the client's name
+	drop := h.opts.DropUnsupported || (ks != nil && ks.key.DropUnsupported)
+	if served != req.Model || drop { // the encoders keep the client's name
 		call := *req
 		call.Model = served
+		if drop {
+			call.OnUnsupported = llm.DropUnsupported
+		}
 		req = &call
 	}
 	rep := new(runtime.CallReport)
@@ -114,6 +119,7 @@ const (
 	hdrQueueMS      = "X-Chorus-Queue-Ms"
 	hdrHTTPAttempts = "X-Chorus-Http-Attempts"
 	hdrCostUSD      = "X-Chorus-Cost-Usd"
+	hdrDropped      = "X-Chorus-Dropped"
 )
 
 // headerSetter sets header values with canonical names, all of them in one
@@ -158,5 +164,8 @@ func chorusHeaders(hd http.Header, rep *runtime.CallReport, meta *llm.ResponseMe
 	}
 	if meta != nil && rep.Priced { // a stream's cost is not known yet: never read it here
 		s.set(hdrCostUSD, strconv.FormatFloat(rep.Cost, 'f', -1, 64))
+	}
+	if len(rep.Dropped) > 0 {
+		hd[hdrDropped] = []string{strings.Join(rep.Dropped, ",")}
 	}
 }

@@ -50,6 +50,7 @@ func errorFor(err error) *Error {
 		api *llm.APIError
 		ge  *Error
 		mnf *runtime.ModelNotFoundError
+		uf  *llm.UnsupportedFieldError
 	)
 	msg := err.Error()
 	switch {
@@ -64,6 +65,8 @@ func errorFor(err error) *Error {
 		return &Error{Status: http.StatusBadRequest, Message: msg}
 	case errors.As(err, &ue):
 		return &Error{Status: http.StatusBadRequest, Message: msg}
+	case errors.As(err, &uf):
+		return &Error{Status: http.StatusBadRequest, Message: msg + " (the gateway's drop_unsupported sends it without them)", Code: "unsupported_parameter"}
 	case errors.As(err, &rl):
 		ra := rl.RetryAfter
 		if ra <= 0 && !rl.QuotaExhausted {

@@ -45,6 +45,8 @@ type Key struct {
 	// (insufficient_quota, x-should-retry: false); the call that crosses
 	// it is not cut short.
 	BudgetUSD float64
+	// DropUnsupported is Options.DropUnsupported for this key's requests.
+	DropUnsupported bool
 }
 
 // HashKey returns the SHA-256 of a key's text, as Key.SHA256 holds it.
@@ -112,6 +114,11 @@ type Options struct {
 	// format not named uses the provider of its own name, when registered,
 	// and one mapped to "" serves no bare name (names.go).
 	DefaultProviders map[string]string
+	// DropUnsupported sends a request whose fields its upstream's format
+	// cannot honour without them, instead of refusing it with a 400
+	// naming them (Key.DropUnsupported sets it per key); either way the
+	// answer's x-chorus-dropped names what was left out (fields.go).
+	DropUnsupported bool
 	// Telemetry is where the gateway's HTTP server spans go (nil: the
 	// global TracerProvider). Give it the runtime's, so that each server
 	// span and the runtime's spans of its call are one trace.

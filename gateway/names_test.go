@@ -134,3 +134,7 @@ func TestProviderScopedRoutes(t *testing.T) {
 		t.Errorf("an unregistered provider's scope: %d %s", a.status, a.body)
 	}
 }
+
+func runtimeAlias(name string, targets ...string) runtime.Option {
+	return runtime.WithAlias(name, targets...)
+}

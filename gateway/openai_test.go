@@ -89,7 +89,7 @@ func TestOpenAIChatBuffered(t *testing.T) {
 		} `json:"messages"`
 	}
 	decode(t, reqs[0].Body, &up)
-	if up.Model != "gpt-4.1-mini" || len(up.Messages) != 2 || up.Messages[0].Role != "system" || up.Messages[1].Content != "hi" {
+	if up.Model != "gpt-4.1-mini" || len(up.Messages) != 2 || up.Messages[0].Role != "developer" || up.Messages[1].Content != "hi" {
 		t.Fatalf("upstream body %s", reqs[0].Body)
 	}
 }

@@ -184,6 +184,9 @@ type Reasoning struct {
 	// IncludeThoughts asks formats that hide reasoning by default (Gemini)
 	// to stream it.
 	IncludeThoughts bool
+	// Summary asks the Responses API for reasoning summaries ("auto",
+	// "concise", "detailed").
+	Summary string
 }
 
 // ChatRequest is one chat call.
@@ -211,6 +214,46 @@ type ChatRequest struct {
 	// retention, Gemini cached content); breakpoints are marked on
 	// messages and tools (CacheMark).
 	Cache *PromptCache
+
+	// Optional fields some formats honour (params.go). A target whose
+	// format cannot honour one that is set refuses the call, or drops it
+	// under DropUnsupported (Honours.Check says which).
+
+	TopK             *int
+	FrequencyPenalty *float64
+	PresencePenalty  *float64
+	// LogitBias maps token ids (as decimal text) to a bias, -100 to 100.
+	LogitBias map[string]int
+	Logprobs  *Logprobs
+	// ServiceTier is the processing tier the format names ("flex",
+	// "priority", "auto"; Anthropic "auto", "standard_only").
+	ServiceTier string
+	// User is the end user's id (OpenAI user, Anthropic metadata.user_id);
+	// SafetyIdentifier OpenAI's safety_identifier.
+	User             string
+	SafetyIdentifier string
+	// Metadata are OpenAI's stored-completion labels.
+	Metadata map[string]string
+	// Store asks the provider to keep (true) or not keep (false) the
+	// answer; nil is the provider's default.
+	Store *bool
+	// Verbosity is OpenAI's answer length ("low", "medium", "high").
+	Verbosity string
+	// Safety are Gemini's safetySettings.
+	Safety []SafetySetting
+	// Include and Truncation are the Responses API's.
+	Include    []string
+	Truncation string
+	// Extra are the client's fields llm has no name for, for an upstream
+	// of the client's own format only.
+	Extra *Extra
+	// OnUnsupported says what happens to a set field the target cannot
+	// honour (default: refused).
+	OnUnsupported UnsupportedPolicy
+	// PreferResponses serves the call through OpenAI's Responses API on
+	// provider "openai" (a Responses client's request: reasoning items,
+	// include, store); every other endpoint serves it as usual.
+	PreferResponses bool
 }
 
 // Ptr returns a pointer to v, for the optional fields of ChatRequest.

@@ -99,6 +99,14 @@ type ResponseMeta struct {
 	// Buffered is true when a streaming call was answered by a buffered
 	// response (the provider rejected streaming or sent a non-SSE 200).
 	Buffered bool
+	// SystemFingerprint is OpenAI's system_fingerprint; ServiceTier the
+	// tier that served the call, as the provider reports it.
+	SystemFingerprint string
+	ServiceTier       string
+	// Dropped names the request's fields the target's format could not
+	// honour and that were left out (llm.Honours.Check): the harmless
+	// ones always, the others under DropUnsupported.
+	Dropped []string
 }
 
 // ChatResult is a whole chat answer: the buffered result, or the
@@ -119,8 +127,13 @@ type ChatResult struct {
 	// Images are images the assistant returned, where a format allows it.
 	Images       []Part
 	FinishReason FinishReason
-	Usage        Usage
-	Meta         ResponseMeta
+	// StopSequence is the stop sequence that ended the answer, where the
+	// format says (Anthropic's stop_sequence).
+	StopSequence string
+	// Logprobs are the output tokens' log probabilities, when asked for.
+	Logprobs []TokenLogprob
+	Usage    Usage
+	Meta     ResponseMeta
 }
 
 // Message returns the assistant message that replays this result in the
@@ -150,6 +163,8 @@ func (r *ChatResult) Clone() *ChatResult {
 	c.ToolCalls = append([]ToolCall(nil), r.ToolCalls...)
 	c.ThinkingBlocks = append([]ThinkingBlock(nil), r.ThinkingBlocks...)
 	c.Images = append([]Part(nil), r.Images...)
+	c.Logprobs = append([]TokenLogprob(nil), r.Logprobs...)
+	c.Meta.Dropped = append([]string(nil), r.Meta.Dropped...)
 	return &c
 }
 

@@ -51,7 +51,7 @@ func (r *ChatRequest) Validate() error {
 		m := &r.Messages[i]
 		f := fmt.Sprintf("messages[%d]", i)
 		switch m.Role {
-		case RoleSystem, RoleUser, RoleAssistant, RoleTool:
+		case RoleSystem, RoleDeveloper, RoleUser, RoleAssistant, RoleTool:
 		default:
 			return &ConfigError{Field: f + ".role", Msg: fmt.Sprintf("unknown role %q", m.Role)}
 		}

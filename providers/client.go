@@ -184,7 +184,7 @@ func (c *Client) chatAttempt(ctx context.Context, codec wire.Codec, wreq *wire.R
 		}
 		return nil, resp.StatusCode, c.stampError(err, resp)
 	}
-	res.Meta = responseMeta(c.cfg.ID, resp, attempt, time.Now())
+	res.Meta = withWireMeta(responseMeta(c.cfg.ID, resp, attempt, time.Now()), res.Meta)
 	res.Meta.Model = res.Model
 	return res, resp.StatusCode, nil
 }

@@ -242,7 +242,7 @@ func TestInvariant04_UnknownRoleRejected(t *testing.T) {
 		req   *llm.ChatRequest
 		field string
 	}{
-		{&llm.ChatRequest{Model: "m", Messages: []llm.Message{{Role: "developer", Content: "x"}}}, "messages[0].role"},
+		{&llm.ChatRequest{Model: "m", Messages: []llm.Message{{Role: "wizard", Content: "x"}}}, "messages[0].role"},
 		{&llm.ChatRequest{Model: "m"}, "messages"},
 		{&llm.ChatRequest{Messages: []llm.Message{llm.UserText("x")}}, "model"},
 		{&llm.ChatRequest{Model: "m", Messages: []llm.Message{llm.UserText("x")}, Tools: []llm.Tool{{Name: "t", Parameters: json.RawMessage(`{"type":"string"}`)}}}, "tools[0].parameters.type"},

@@ -153,3 +153,10 @@ func responseMeta(provider string, resp *http.Response, attempts int, now time.T
 		Attempts:  attempts,
 	}
 }
+
+// withWireMeta is the transport's meta with what the codec read from the
+// answer's body (system fingerprint, service tier).
+func withWireMeta(m, body llm.ResponseMeta) llm.ResponseMeta {
+	m.SystemFingerprint, m.ServiceTier = body.SystemFingerprint, body.ServiceTier
+	return m
+}

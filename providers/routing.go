@@ -25,7 +25,7 @@ type ModelCaps struct {
 // (learned per model, see learnRoute); every other request goes to the
 // credential's format codec. The route is never chosen by model name.
 func (c *Client) chatCodec(req *llm.ChatRequest) wire.Codec {
-	if c.cfg.Format != FormatOpenAI || !c.usesResponses(req.Model) {
+	if c.cfg.Format != FormatOpenAI || !(c.usesResponses(req.Model) || (req.PreferResponses && c.cfg.ID == "openai")) {
 		return c.codec
 	}
 	return openai.ResponsesCodec{NoEncryptedReasoning: c.learned.HasModel(LearnNoEncryptedReasoning, req.Model)}

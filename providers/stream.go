@@ -239,7 +239,7 @@ func (c *Client) streamAttempt(ctx context.Context, codec wire.Codec, req *llm.C
 	dec := codec.NewStreamDecoder()
 	result := func() *llm.ChatResult {
 		r := dec.Result()
-		r.Meta = meta
+		r.Meta = withWireMeta(meta, r.Meta)
 		r.Meta.Model = r.Model
 		return r
 	}
@@ -269,7 +269,7 @@ func (c *Client) streamAttempt(ctx context.Context, codec wire.Codec, req *llm.C
 		}
 		c.learn(LearnBuffered, "a stream request was answered with "+ct)
 		traceLearned(ctx, LearnBuffered, attempt)
-		res.Meta = meta
+		res.Meta = withWireMeta(meta, res.Meta)
 		res.Meta.Model = res.Model
 		res.Meta.Buffered = true
 		if !emitResult(res, emit) {

@@ -36,6 +36,9 @@ type CallReport struct {
 	// Cost is the answer's cost in US dollars (WithPrices) when Priced.
 	Cost   float64
 	Priced bool
+	// Dropped names the request's fields the last placement's format left
+	// out (llm.ResponseMeta.Dropped; support.go).
+	Dropped []string
 }
 
 type reportKey struct{}

@@ -284,6 +284,9 @@ type target struct {
 	g     *group
 	model string
 	name  string // provider/model
+	// dropped are the request's fields this target's format leaves out
+	// (support.go).
+	dropped []string
 }
 
 func (rt *Runtime) resolveOne(model string) (*group, string, error) {
@@ -807,9 +810,13 @@ func (rt *Runtime) Chat(ctx context.Context, req *llm.ChatRequest) (*llm.ChatRes
 	if err := probe.Validate(); err != nil {
 		return nil, err
 	}
+	if targets, err = rt.supported(req, targets); err != nil {
+		return nil, err
+	}
 	if err := rt.enter(); err != nil {
 		return nil, err
 	}
+	rep := reportOf(ctx)
 	ctx, done := rt.callCtx(ctx)
 	defer done()
 	ctx, tr := rt.startTrace(ctx, telemetry.OpChat, req.Model, targets, false)
@@ -818,10 +825,15 @@ func (rt *Runtime) Chat(ctx context.Context, req *llm.ChatRequest) (*llm.ChatRes
 	err = rt.place(ctx, targets, estimateCost(req), tr, tr.wrap(func(ctx context.Context, c *cred, model string) outcome {
 		r := *req
 		r.Model = model
+		dropped := droppedFor(targets, c, model)
+		if rep != nil {
+			rep.Dropped = dropped
+		}
 		out, err := c.client.ChatValidated(ctx, &r)
 		if err != nil {
 			return outcome{err: err}
 		}
+		out.Meta.Dropped = dropped
 		res = out
 		return outcome{meta: out.Meta, usage: out.Usage}
 	}))
@@ -849,9 +861,13 @@ func (rt *Runtime) Stream(ctx context.Context, req *llm.ChatRequest) (*llm.Strea
 	if err := probe.Validate(); err != nil {
 		return nil, err
 	}
+	if targets, err = rt.supported(req, targets); err != nil {
+		return nil, err
+	}
 	if err := rt.enter(); err != nil {
 		return nil, err
 	}
+	rep := reportOf(ctx)
 	cctx, done := rt.callCtx(ctx)
 	cctx, tr := rt.startTrace(cctx, telemetry.OpChat, req.Model, targets, true)
 	tr.tc.Request(req)
@@ -864,9 +880,16 @@ func (rt *Runtime) Stream(ctx context.Context, req *llm.ChatRequest) (*llm.Strea
 		err := rt.place(sctx, targets, cost, tr, tr.wrap(func(ctx context.Context, c *cred, model string) outcome {
 			r := *req
 			r.Model = model
+			dropped := droppedFor(targets, c, model)
+			if rep != nil {
+				rep.Dropped = dropped // before the first event: the gateway's headers read it
+			}
 			// Validated above, once; the client says whether events reached
 			// the caller: a failure after the first event is a *llm.StreamError.
 			out, err := c.client.StreamToValidated(ctx, &r, emit)
+			if out != nil {
+				out.Meta.Dropped = dropped
+			}
 			var se *llm.StreamError
 			o := outcome{err: err, started: errors.As(err, &se)}
 			if out != nil {

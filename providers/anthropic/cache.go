@@ -47,7 +47,7 @@ func markLastBlock(out *messagesRequest, m *llm.Message) {
 		return
 	}
 	blocks := out.System
-	if m.Role != llm.RoleSystem {
+	if !m.Role.IsSystem() {
 		if len(out.Messages) == 0 {
 			return
 		}

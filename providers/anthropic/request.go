@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/chorusrt/chorus/llm"
@@ -43,6 +44,15 @@ type messagesRequest struct {
 	Stream        bool            `json:"stream,omitempty"`
 	Thinking      *thinkingConfig `json:"thinking,omitempty"`
 	OutputConfig  *outputConfig   `json:"output_config,omitempty"`
+	// The optional fields Anthropic honours (honours.go).
+	TopK        *int             `json:"top_k,omitempty"`
+	Metadata    *requestMetadata `json:"metadata,omitempty"`
+	ServiceTier string           `json:"service_tier,omitempty"`
+}
+
+// requestMetadata is Anthropic's metadata: the end user's id.
+type requestMetadata struct {
+	UserID string `json:"user_id,omitempty"`
 }
 
 type message struct {
@@ -223,7 +233,19 @@ func (Codec) ChatRequest(req *llm.ChatRequest, o wire.BuildOptions) (*wire.Reque
 		}
 	}
 
-	return wire.PostJSON("/v1/messages", &out, o.Stream, req.Headers)
+	out.TopK = req.TopK
+	if req.User != "" {
+		out.Metadata = &requestMetadata{UserID: req.User}
+	}
+	if slices.Contains(serviceTiers, req.ServiceTier) {
+		out.ServiceTier = req.ServiceTier
+	}
+	wreq, err := wire.PostJSON("/v1/messages", &out, o.Stream, req.Headers)
+	if err != nil {
+		return nil, err
+	}
+	wreq.Body = wire.SpliceExtra(wreq.Body, req.Extra, formatName)
+	return wreq, nil
 }
 
 // thinkingBudget returns budget_tokens, or 0 when thinking is off.
@@ -300,7 +322,7 @@ func buildMessages(msgs []llm.Message, out *messagesRequest) error {
 			results = -1
 		}
 		switch m.Role {
-		case llm.RoleSystem:
+		case llm.RoleSystem, llm.RoleDeveloper:
 			text, err := systemText(m, f)
 			if err != nil {
 				return err

@@ -37,7 +37,40 @@ type serverRequest struct {
 	Stream        bool            `json:"stream"`
 	Thinking      *thinkingConfig `json:"thinking"`
 	OutputConfig  *outputConfig   `json:"output_config"`
+	TopK          *int            `json:"top_k"`
+	Metadata      *struct {
+		UserID string `json:"user_id"`
+	} `json:"metadata"`
+	ServiceTier string `json:"service_tier"`
 }
+
+// MessagesFields is every top-level field of a Messages request, as the
+// official SDKs define it, and what the gateway does with it. A field not
+// named here is passed through like the ones marked so: sent unchanged to
+// an Anthropic upstream, refused for any other format.
+var MessagesFields = []llm.WireField{
+	{Name: "model", Class: llm.FieldMapped, Note: "provider/model, an alias, or bare (the anthropic provider)"},
+	{Name: "max_tokens", Class: llm.FieldMapped, Note: ""},
+	{Name: "system", Class: llm.FieldMapped, Note: "a string or text blocks; cache_control on a block kept"},
+	{Name: "messages", Class: llm.FieldMapped, Note: "text, image, document, thinking, redacted_thinking, tool_use, tool_result blocks; cache_control on a block kept"},
+	{Name: "tools", Class: llm.FieldMapped, Note: "custom tools; cache_control kept"},
+	{Name: "tool_choice", Class: llm.FieldMapped, Note: "auto, any, none, tool; disable_parallel_tool_use"},
+	{Name: "temperature", Class: llm.FieldMapped, Note: ""},
+	{Name: "top_p", Class: llm.FieldMapped, Note: ""},
+	{Name: "top_k", Class: llm.FieldMapped, Note: "Gemini topK; refused by OpenAI"},
+	{Name: "stop_sequences", Class: llm.FieldMapped, Note: ""},
+	{Name: "thinking", Class: llm.FieldMapped, Note: "enabled with its budget"},
+	{Name: "output_config", Class: llm.FieldMapped, Note: "format json_schema"},
+	{Name: "metadata", Class: llm.FieldMapped, Note: "user_id: OpenAI user; dropped by Gemini"},
+	{Name: "service_tier", Class: llm.FieldMapped, Note: "auto, standard_only (OpenAI: auto)"},
+	{Name: "stream", Class: llm.FieldServed, Note: ""},
+	{Name: "container", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "context_management", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "mcp_servers", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "inference_geo", Class: llm.FieldPassthrough, Note: ""},
+}
+
+var messagesFields = wire.NewClassified(MessagesFields)
 
 type serverMessage struct {
 	Role    string          `json:"role"`
@@ -58,6 +91,25 @@ type serverBlock struct {
 	ToolUseID string          `json:"tool_use_id"`
 	Content   json.RawMessage `json:"content"`
 	IsError   bool            `json:"is_error"`
+	// CacheControl marks a cache breakpoint after this block.
+	CacheControl *cacheControl `json:"cache_control"`
+}
+
+// mark is the llm breakpoint of a block's cache_control.
+func (c *cacheControl) mark() *llm.CacheMark {
+	if c == nil {
+		return nil
+	}
+	return &llm.CacheMark{TTL: llm.CacheTTL(c.TTL)}
+}
+
+func anyMarked(bs []serverBlock) bool {
+	for i := range bs {
+		if bs[i].CacheControl != nil {
+			return true
+		}
+	}
+	return false
 }
 
 func badField(field, format string, args ...any) error {
@@ -77,13 +129,31 @@ func DecodeServerMessages(body []byte, countOnly bool) (*ServerMessages, error) 
 	if b.MaxTokens <= 0 && !countOnly {
 		return nil, badField("max_tokens", "is required")
 	}
-	req := &llm.ChatRequest{Model: b.Model, MaxTokens: b.MaxTokens, Temperature: b.Temperature, TopP: b.TopP, Stop: b.StopSequences}
+	req := &llm.ChatRequest{Model: b.Model, MaxTokens: b.MaxTokens, Temperature: b.Temperature, TopP: b.TopP, Stop: b.StopSequences,
+		TopK: b.TopK, ServiceTier: b.ServiceTier}
+	if b.Metadata != nil {
+		req.User = b.Metadata.UserID
+	}
+	req.Extra = wire.ExtraFields(body, messagesFields, formatName)
 	if len(b.System) > 0 && string(b.System) != "null" {
-		text, _, err := decodeBlocksText(b.System, "system")
+		text, blocks, err := decodeBlocksText(b.System, "system")
 		if err != nil {
 			return nil, err
 		}
-		req.Messages = append(req.Messages, llm.SystemText(text))
+		if !anyMarked(blocks) {
+			req.Messages = append(req.Messages, llm.SystemText(text))
+		} else {
+			// A block marked as a cache breakpoint is a system message of
+			// its own, marked: the prefix the client caches is kept.
+			for i, sb := range blocks {
+				if sb.Type != "text" {
+					return nil, badField(fmt.Sprintf("system[%d].type", i), "%q is not a text block", sb.Type)
+				}
+				m := llm.SystemText(sb.Text)
+				m.Cache = sb.CacheControl.mark()
+				req.Messages = append(req.Messages, m)
+			}
+		}
 	}
 	for i := range b.Messages {
 		ms, err := decodeServerMessage(&b.Messages[i], fmt.Sprintf("messages[%d]", i))
@@ -93,7 +163,7 @@ func DecodeServerMessages(body []byte, countOnly bool) (*ServerMessages, error) 
 		req.Messages = append(req.Messages, ms...)
 	}
 	for _, t := range b.Tools {
-		req.Tools = append(req.Tools, llm.Tool{Name: t.Name, Description: t.Description, Parameters: t.InputSchema, Strict: t.Strict})
+		req.Tools = append(req.Tools, llm.Tool{Name: t.Name, Description: t.Description, Parameters: t.InputSchema, Strict: t.Strict, Cache: t.CacheControl.mark()})
 	}
 	if tc := b.ToolChoice; tc != nil {
 		switch tc.Type {
@@ -179,6 +249,19 @@ func decodeServerMessage(sm *serverMessage, field string) ([]llm.Message, error)
 	var out []llm.Message
 	m := llm.Message{Role: role}
 	var texts []string
+	// flush ends the message at a block marked as a cache breakpoint: the
+	// mark is the message's (llm.CacheMark is after a message's last
+	// block), and the blocks after it go on in a message of the same role.
+	flush := func(mark *llm.CacheMark) {
+		if len(texts) == len(m.Parts) {
+			m.Content, m.Parts = strings.Join(texts, ""), nil
+		}
+		m.Cache = mark
+		if m.Content != "" || len(m.Parts) > 0 || len(m.ToolCalls) > 0 || len(m.ThinkingBlocks) > 0 {
+			out = append(out, m)
+		}
+		m, texts = llm.Message{Role: role}, nil
+	}
 	for i, b := range bs {
 		f := fmt.Sprintf("%s.content[%d]", field, i)
 		switch b.Type {
@@ -224,17 +307,17 @@ func decodeServerMessage(sm *serverMessage, field string) ([]llm.Message, error)
 					}
 				}
 			}
+			tr.Cache = b.CacheControl.mark()
 			out = append(out, tr)
+			continue
 		default:
 			return nil, badField(f+".type", "%q is not served", b.Type)
 		}
+		if b.CacheControl != nil {
+			flush(b.CacheControl.mark())
+		}
 	}
-	if len(texts) == len(m.Parts) {
-		m.Content, m.Parts = strings.Join(texts, ""), nil
-	}
-	if m.Content != "" || len(m.Parts) > 0 || len(m.ToolCalls) > 0 || len(m.ThinkingBlocks) > 0 {
-		out = append(out, m)
-	}
+	flush(nil)
 	return out, nil
 }
 

@@ -31,6 +31,14 @@ type generateRequest struct {
 	GenerationConfig  *generationConfig `json:"generationConfig,omitempty"`
 	// CachedContent names the cached prefix the request reads (cache.go).
 	CachedContent string `json:"cachedContent,omitempty"`
+	// SafetySettings are the client's (honours.go).
+	SafetySettings []safetySetting `json:"safetySettings,omitempty"`
+}
+
+type safetySetting struct {
+	Category  string `json:"category"`
+	Threshold string `json:"threshold"`
+	Method    string `json:"method,omitempty"`
 }
 
 type content struct {
@@ -100,6 +108,12 @@ type generationConfig struct {
 	ResponseMimeType   string          `json:"responseMimeType,omitempty"`
 	ResponseJSONSchema json.RawMessage `json:"responseJsonSchema,omitempty"`
 	ThinkingConfig     *thinkingConfig `json:"thinkingConfig,omitempty"`
+	// The optional fields Gemini honours (honours.go).
+	TopK             *int     `json:"topK,omitempty"`
+	FrequencyPenalty *float64 `json:"frequencyPenalty,omitempty"`
+	PresencePenalty  *float64 `json:"presencePenalty,omitempty"`
+	ResponseLogprobs bool     `json:"responseLogprobs,omitempty"`
+	Logprobs         *int     `json:"logprobs,omitempty"`
 }
 
 type thinkingConfig struct {
@@ -115,7 +129,12 @@ func (Codec) ChatRequest(req *llm.ChatRequest, o wire.BuildOptions) (*wire.Reque
 	if err != nil {
 		return nil, err
 	}
-	return postRequest(path, out, o.Stream, req.Headers) // request_append.go
+	wreq, err := postRequest(path, out, o.Stream, req.Headers) // request_append.go
+	if err != nil {
+		return nil, err
+	}
+	wreq.Body = spliceExtra(wreq.Body, req.Extra)
+	return wreq, nil
 }
 
 // buildRequest builds and checks the request body and its path.
@@ -180,6 +199,9 @@ func buildRequest(req *llm.ChatRequest, o wire.BuildOptions) (string, *generateR
 	gc, err := buildGenerationConfig(req, o.Learned)
 	if err != nil {
 		return "", nil, err
+	}
+	if !req.Plain() {
+		gc = optionalFields(&out, gc, req)
 	}
 	out.GenerationConfig = gc
 	out.CachedContent = cachedContent(req)
@@ -279,7 +301,7 @@ func buildContents(msgs []llm.Message) (sys []part, out []content, err error) {
 	for i := 0; i < len(msgs); i++ {
 		m := &msgs[i]
 		switch m.Role {
-		case llm.RoleSystem:
+		case llm.RoleSystem, llm.RoleDeveloper:
 			p, err := systemParts(m, i)
 			if err != nil {
 				return nil, nil, err

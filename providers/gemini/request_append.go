@@ -29,7 +29,11 @@ func appendRequest(out *generateRequest) ([]byte, bool) {
 	if len(out.Tools) > 0 || out.ToolConfig != nil {
 		return nil, false
 	}
-	if gc := out.GenerationConfig; gc != nil && (gc.Temperature != nil || gc.TopP != nil || len(gc.ResponseJSONSchema) > 0) {
+	if gc := out.GenerationConfig; gc != nil && (gc.Temperature != nil || gc.TopP != nil || len(gc.ResponseJSONSchema) > 0 ||
+		gc.TopK != nil || gc.FrequencyPenalty != nil || gc.PresencePenalty != nil || gc.ResponseLogprobs || gc.Logprobs != nil) {
+		return nil, false
+	}
+	if len(out.SafetySettings) > 0 {
 		return nil, false
 	}
 	n := 96 + len(out.CachedContent)

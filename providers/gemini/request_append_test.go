@@ -142,10 +142,10 @@ func BenchmarkChatRequest(b *testing.B) {
 // silently. This list is what appendRequest handles.
 func TestAppendRequestKnowsEveryField(t *testing.T) {
 	known := map[reflect.Type][]string{
-		reflect.TypeFor[generateRequest]():  {"SystemInstruction", "Contents", "Tools", "ToolConfig", "GenerationConfig", "CachedContent"},
+		reflect.TypeFor[generateRequest]():  {"SystemInstruction", "Contents", "Tools", "ToolConfig", "GenerationConfig", "CachedContent", "SafetySettings"},
 		reflect.TypeFor[content]():          {"Role", "Parts"},
 		reflect.TypeFor[part]():             {"Text", "Thought", "InlineData", "FileData", "FunctionCall", "FunctionResponse", "ThoughtSignature"},
-		reflect.TypeFor[generationConfig](): {"MaxOutputTokens", "Temperature", "TopP", "StopSequences", "Seed", "ResponseMimeType", "ResponseJSONSchema", "ThinkingConfig"},
+		reflect.TypeFor[generationConfig](): {"MaxOutputTokens", "Temperature", "TopP", "StopSequences", "Seed", "ResponseMimeType", "ResponseJSONSchema", "ThinkingConfig", "TopK", "FrequencyPenalty", "PresencePenalty", "ResponseLogprobs", "Logprobs"},
 		reflect.TypeFor[thinkingConfig]():   {"ThinkingBudget", "IncludeThoughts"},
 	}
 	for typ, names := range known {

@@ -23,8 +23,60 @@ type serverRequest struct {
 	GenerationConfig  *struct {
 		generationConfig
 		ResponseSchema json.RawMessage `json:"responseSchema"`
+		CandidateCount int             `json:"candidateCount"`
 	} `json:"generationConfig"`
+	SafetySettings []safetySetting `json:"safetySettings"`
+	CachedContent  string          `json:"cachedContent"`
 }
+
+// GenerateFields is every top-level field of a generateContent request,
+// and of its generationConfig (named "generationConfig.<field>"), as the
+// Gemini API defines them, and what the gateway does with each. A field
+// not named here is passed through like the ones marked so: sent
+// unchanged to a Gemini upstream, refused for any other format.
+var GenerateFields = []llm.WireField{
+	{Name: "contents", Class: llm.FieldMapped, Note: "user and model turns: text, inlineData, fileData, functionCall, functionResponse, thought signatures"},
+	{Name: "systemInstruction", Class: llm.FieldMapped, Note: ""},
+	{Name: "tools", Class: llm.FieldMapped, Note: "functionDeclarations (other tools: passed through)"},
+	{Name: "toolConfig", Class: llm.FieldMapped, Note: "functionCallingConfig"},
+	{Name: "safetySettings", Class: llm.FieldMapped, Note: "Gemini only; refused elsewhere"},
+	{Name: "cachedContent", Class: llm.FieldMapped, Note: "Gemini only; refused elsewhere"},
+	{Name: "generationConfig", Class: llm.FieldMapped, Note: "field by field below"},
+	{Name: "generationConfig.maxOutputTokens", Class: llm.FieldMapped, Note: ""},
+	{Name: "generationConfig.temperature", Class: llm.FieldMapped, Note: ""},
+	{Name: "generationConfig.topP", Class: llm.FieldMapped, Note: ""},
+	{Name: "generationConfig.topK", Class: llm.FieldMapped, Note: "Anthropic top_k; refused by OpenAI"},
+	{Name: "generationConfig.stopSequences", Class: llm.FieldMapped, Note: ""},
+	{Name: "generationConfig.seed", Class: llm.FieldMapped, Note: ""},
+	{Name: "generationConfig.presencePenalty", Class: llm.FieldMapped, Note: ""},
+	{Name: "generationConfig.frequencyPenalty", Class: llm.FieldMapped, Note: ""},
+	{Name: "generationConfig.responseLogprobs", Class: llm.FieldMapped, Note: "OpenAI logprobs; refused by Anthropic"},
+	{Name: "generationConfig.logprobs", Class: llm.FieldMapped, Note: "OpenAI top_logprobs"},
+	{Name: "generationConfig.responseMimeType", Class: llm.FieldMapped, Note: "application/json (json_object, or json_schema with a schema), text/plain; other values passed through"},
+	{Name: "generationConfig.responseSchema", Class: llm.FieldMapped, Note: "json_schema"},
+	{Name: "generationConfig.responseJsonSchema", Class: llm.FieldMapped, Note: "json_schema"},
+	{Name: "generationConfig.thinkingConfig", Class: llm.FieldMapped, Note: "thinkingBudget, includeThoughts"},
+	{Name: "generationConfig.candidateCount", Class: llm.FieldRefused, Note: "more than 1 (one candidate per answer)"},
+	{Name: "generationConfig.responseModalities", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "generationConfig.speechConfig", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "generationConfig.imageConfig", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "generationConfig.mediaResolution", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "generationConfig.enableEnhancedCivicAnswers", Class: llm.FieldPassthrough, Note: ""},
+}
+
+var (
+	generateFields = wire.NewClassified(GenerateFields)
+	// configFields is generationConfig's part of the table, by bare name.
+	configFields = func() wire.Classified {
+		c := wire.Classified{}
+		for _, f := range GenerateFields {
+			if n, ok := strings.CutPrefix(f.Name, "generationConfig."); ok {
+				c[n] = f.Class
+			}
+		}
+		return c
+	}()
+)
 
 type serverTools struct {
 	FunctionDeclarations []struct {
@@ -49,6 +101,13 @@ func DecodeServerGenerate(model string, body []byte) (*llm.ChatRequest, error) {
 		return nil, badField("body", "is not a generateContent request: %v", err)
 	}
 	req := &llm.ChatRequest{Model: model}
+	for _, s := range b.SafetySettings {
+		req.Safety = append(req.Safety, llm.SafetySetting{Category: s.Category, Threshold: s.Threshold, Method: s.Method})
+	}
+	if b.CachedContent != "" {
+		req.Cache = &llm.PromptCache{CachedContent: b.CachedContent}
+	}
+	req.Extra = wire.ExtraFields(body, generateFields, formatName)
 	if si := b.SystemInstruction; si != nil {
 		var texts []string
 		for _, p := range si.Parts {
@@ -92,6 +151,35 @@ func DecodeServerGenerate(model string, body []byte) (*llm.ChatRequest, error) {
 	}
 	if gc := b.GenerationConfig; gc != nil {
 		req.MaxTokens, req.Temperature, req.TopP, req.Stop, req.Seed = gc.MaxOutputTokens, gc.Temperature, gc.TopP, gc.StopSequences, gc.Seed
+		req.TopK, req.FrequencyPenalty, req.PresencePenalty = gc.TopK, gc.FrequencyPenalty, gc.PresencePenalty
+		if gc.CandidateCount > 1 {
+			return nil, badField("generationConfig.candidateCount", "only 1 candidate is served")
+		}
+		if gc.ResponseLogprobs {
+			req.Logprobs = &llm.Logprobs{}
+			if gc.Logprobs != nil {
+				req.Logprobs.TopLogprobs = *gc.Logprobs
+			}
+		}
+		if raw := rawConfig(body); raw != nil {
+			if e := wire.ExtraFields(raw, configFields, formatName); e != nil {
+				if req.Extra == nil {
+					req.Extra = &llm.Extra{Format: formatName}
+				}
+				for _, f := range e.Fields {
+					req.Extra.Fields = append(req.Extra.Fields, llm.RawField{Name: "generationConfig." + f.Name, Value: f.Value})
+				}
+			}
+		}
+		switch gc.ResponseMimeType {
+		case "", "text/plain", "application/json":
+		default: // text/x.enum and the like: Gemini's own, for a Gemini upstream
+			if req.Extra == nil {
+				req.Extra = &llm.Extra{Format: formatName}
+			}
+			v, _ := json.Marshal(gc.ResponseMimeType)
+			req.Extra.Fields = append(req.Extra.Fields, llm.RawField{Name: "generationConfig.responseMimeType", Value: v})
+		}
 		schema := gc.ResponseJSONSchema
 		if len(schema) == 0 {
 			schema = gc.ResponseSchema
@@ -468,3 +556,14 @@ func EncodeServerModels(page []ServerModel, nextPageToken string) ([]byte, error
 
 // EncodeServerModel encodes GET /v1beta/models/{model}.
 func EncodeServerModel(m ServerModel) ([]byte, error) { return json.Marshal(serverModelOf(m)) }
+
+// rawConfig is the request body's generationConfig object, or nil.
+func rawConfig(body []byte) []byte {
+	var b struct {
+		GenerationConfig json.RawMessage `json:"generationConfig"`
+	}
+	if json.Unmarshal(body, &b) != nil || len(b.GenerationConfig) == 0 || b.GenerationConfig[0] != '{' {
+		return nil
+	}
+	return b.GenerationConfig
+}

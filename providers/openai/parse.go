@@ -12,17 +12,54 @@ import (
 )
 
 type chatResponse struct {
-	ID      string          `json:"id"`
-	Model   string          `json:"model"`
-	Choices []chatChoice    `json:"choices"`
-	Usage   json.RawMessage `json:"usage"`
-	Error   json.RawMessage `json:"error"`
+	ID                string          `json:"id"`
+	Model             string          `json:"model"`
+	Choices           []chatChoice    `json:"choices"`
+	Usage             json.RawMessage `json:"usage"`
+	Error             json.RawMessage `json:"error"`
+	SystemFingerprint flexString      `json:"system_fingerprint"`
+	ServiceTier       flexString      `json:"service_tier"`
 }
 
 type chatChoice struct {
 	Index        int             `json:"index"`
 	Message      respMessage     `json:"message"`
 	FinishReason json.RawMessage `json:"finish_reason"`
+	Logprobs     *wireLogprobs   `json:"logprobs"`
+}
+
+// wireLogprobs is a choice's logprobs (Chat Completions): content tokens.
+type wireLogprobs struct {
+	Content []wireTokenLogprob `json:"content"`
+}
+
+type wireTokenLogprob struct {
+	Token       string             `json:"token"`
+	Logprob     float64            `json:"logprob"`
+	Bytes       []int              `json:"bytes"`
+	TopLogprobs []wireTokenLogprob `json:"top_logprobs,omitempty"`
+}
+
+func logprobsOf(w []wireTokenLogprob) []llm.TokenLogprob {
+	out := make([]llm.TokenLogprob, len(w))
+	for i, t := range w {
+		out[i] = llm.TokenLogprob{Token: t.Token, Logprob: t.Logprob, Bytes: t.Bytes}
+		for _, a := range t.TopLogprobs {
+			out[i].Top = append(out[i].Top, llm.TopLogprob{Token: a.Token, Logprob: a.Logprob, Bytes: a.Bytes})
+		}
+	}
+	return out
+}
+
+func wireLogprobsOf(l []llm.TokenLogprob) []wireTokenLogprob {
+	out := make([]wireTokenLogprob, len(l))
+	for i, t := range l {
+		out[i] = wireTokenLogprob{Token: t.Token, Logprob: t.Logprob, Bytes: t.Bytes, TopLogprobs: []wireTokenLogprob{}}
+		for _, a := range t.Top {
+			out[i].TopLogprobs = append(out[i].TopLogprobs, wireTokenLogprob{Token: a.Token, Logprob: a.Logprob, Bytes: a.Bytes})
+		}
+	}
+	return out
 }
 
 type respMessage struct {
@@ -88,6 +125,10 @@ func parseChatSlow(body []byte) (*llm.ChatResult, error) {
 			ch = &r.Choices[i]
 			break
 		}
+	}
+	res.Meta.SystemFingerprint, res.Meta.ServiceTier = r.SystemFingerprint.s, r.ServiceTier.s
+	if ch.Logprobs != nil && len(ch.Logprobs.Content) > 0 {
+		res.Logprobs = logprobsOf(ch.Logprobs.Content)
 	}
 	m := &ch.Message
 	content, refusal := messageContent(m.Content)

@@ -21,7 +21,7 @@ func parseChatFast(body []byte) (*llm.ChatResult, bool) {
 	if !jsonscan.Strict(body) {
 		return nil, false
 	}
-	var id, model, choices, usage []byte
+	var id, model, choices, usage, fp, tier []byte
 	o := jsonscan.NewObject(body)
 	for o.Next() {
 		k := o.Key()
@@ -50,17 +50,37 @@ func parseChatFast(body []byte) (*llm.ChatResult, bool) {
 			if !jsonscan.IsNull(o.Value()) {
 				return nil, false
 			}
+		case "system_fingerprint":
+			if fp != nil {
+				return nil, false
+			}
+			fp = o.Value()
+		case "service_tier":
+			if tier != nil {
+				return nil, false
+			}
+			tier = o.Value()
 		default:
-			if unsureKey(k, "id", "model", "choices", "usage", "error") {
+			if unsureKey(k, "id", "model", "choices", "usage", "error", "system_fingerprint", "service_tier") {
 				return nil, false
 			}
 		}
 	}
-	if o.Err() != nil || !stringOrNull(id) || !stringOrNull(model) {
+	if o.Err() != nil || !stringOrNull(id) || !stringOrNull(model) || !stringOrNull(fp) || !stringOrNull(tier) {
 		return nil, false
 	}
 	res := &llm.ChatResult{}
 	var err error
+	if fp != nil && !jsonscan.IsNull(fp) {
+		if res.Meta.SystemFingerprint, err = jsonscan.String(fp); err != nil {
+			return nil, false
+		}
+	}
+	if tier != nil && !jsonscan.IsNull(tier) {
+		if res.Meta.ServiceTier, err = jsonscan.String(tier); err != nil {
+			return nil, false
+		}
+	}
 	if res.ID, err = jsonscan.String(id); err != nil {
 		return nil, false
 	}
@@ -119,8 +139,12 @@ func fastChoice(res *llm.ChatResult, choice []byte) bool {
 				return false
 			}
 			finish = o.Value()
+		case "logprobs":
+			if !jsonscan.IsNull(o.Value()) {
+				return false // the slow path reads them
+			}
 		default:
-			if unsureKey(k, "index", "message", "finish_reason") {
+			if unsureKey(k, "index", "message", "finish_reason", "logprobs") {
 				return false
 			}
 		}

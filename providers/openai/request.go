@@ -38,6 +38,19 @@ type chatBody struct {
 	// Prompt caching (cache.go).
 	PromptCacheKey       string `json:"prompt_cache_key,omitempty"`
 	PromptCacheRetention string `json:"prompt_cache_retention,omitempty"`
+	// The optional fields (honours.go): each sent only where the
+	// provider's Honours says.
+	FrequencyPenalty *float64          `json:"frequency_penalty,omitempty"`
+	PresencePenalty  *float64          `json:"presence_penalty,omitempty"`
+	LogitBias        map[string]int    `json:"logit_bias,omitempty"`
+	Logprobs         bool              `json:"logprobs,omitempty"`
+	TopLogprobs      *int              `json:"top_logprobs,omitempty"`
+	ServiceTier      string            `json:"service_tier,omitempty"`
+	User             string            `json:"user,omitempty"`
+	SafetyIdentifier string            `json:"safety_identifier,omitempty"`
+	Metadata         map[string]string `json:"metadata,omitempty"`
+	Store            *bool             `json:"store,omitempty"`
+	Verbosity        string            `json:"verbosity,omitempty"`
 }
 
 type streamOptions struct {
@@ -138,7 +151,7 @@ func (Codec) ChatRequest(req *llm.ChatRequest, o wire.BuildOptions) (*wire.Reque
 func chatRequestJSON(req *llm.ChatRequest, o wire.BuildOptions) (*wire.Request, error) {
 	body := chatBody{Model: req.Model}
 
-	msgs, err := buildMessages(req, o.Quirks)
+	msgs, err := buildMessages(req, o.Quirks, o.Provider == "openai")
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +224,12 @@ func chatRequestJSON(req *llm.ChatRequest, o wire.BuildOptions) (*wire.Request, 
 	if err := chatScalars(&body, req, o); err != nil {
 		return nil, err
 	}
-	return wire.PostJSON(chatPath, &body, o.Stream, req.Headers)
+	wreq, err := wire.PostJSON(chatPath, &body, o.Stream, req.Headers)
+	if err != nil {
+		return nil, err
+	}
+	wreq.Body = wire.SpliceExtra(wreq.Body, req.Extra, formatName)
+	return wreq, nil
 }
 
 // chatScalars sets the body's fields that are neither messages, tools,
@@ -241,6 +259,9 @@ func chatScalars(body *chatBody, req *llm.ChatRequest, o wire.BuildOptions) erro
 		return err
 	}
 	body.PromptCacheKey, body.PromptCacheRetention = promptCache(req, o)
+	if !req.Plain() {
+		optionalFields(body, req, Codec{}.Honours(o))
+	}
 	return nil
 }
 
@@ -317,7 +338,11 @@ func effortString(e llm.Effort) string {
 // run of tool messages travel in one user message after that run, because a
 // tool message carries text only and nothing may sit between an assistant's
 // tool calls and their results.
-func buildMessages(req *llm.ChatRequest, q wire.Quirks) ([]message, error) {
+//
+// developer sends a developer message as "developer" (OpenAI's own API);
+// elsewhere it is a system message, which every endpoint of the format
+// takes.
+func buildMessages(req *llm.ChatRequest, q wire.Quirks, developer bool) ([]message, error) {
 	out := make([]message, 0, len(req.Messages)+1)
 	echoAlways := q.EchoReasoningWithTools && len(req.Tools) > 0
 	var pending []contentPart // media from the current run of tool messages
@@ -337,12 +362,16 @@ func buildMessages(req *llm.ChatRequest, q wire.Quirks) ([]message, error) {
 			return nil, &llm.ConfigError{Field: f + ".tool_calls", Msg: "only assistant messages carry tool calls"}
 		}
 		switch m.Role {
-		case llm.RoleSystem:
+		case llm.RoleSystem, llm.RoleDeveloper:
 			c, err := textContent(m, f)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, message{Role: "system", Content: c})
+			role := "system"
+			if m.Role == llm.RoleDeveloper && developer {
+				role = "developer"
+			}
+			out = append(out, message{Role: role, Content: c})
 		case llm.RoleUser:
 			c, err := userContent(m, f)
 			if err != nil {

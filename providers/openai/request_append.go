@@ -26,7 +26,7 @@ import (
 // from the system, the user or the assistant (no parts, tool calls or
 // reasoning).
 func plainChat(req *llm.ChatRequest) bool {
-	if len(req.Tools) > 0 || req.ToolChoice.Mode != "" {
+	if len(req.Tools) > 0 || req.ToolChoice.Mode != "" || !req.Plain() {
 		return false
 	}
 	if rf := req.ResponseFormat; rf != nil && rf.Type != "" && rf.Type != llm.ResponseText {

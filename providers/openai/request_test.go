@@ -362,7 +362,7 @@ func TestChatRequestErrors(t *testing.T) {
 			wire.BuildOptions{}, "response_format.schema"},
 		{"unknown response format", &llm.ChatRequest{Model: "m", Messages: userHi, ResponseFormat: &llm.ResponseFormat{Type: "yaml"}},
 			wire.BuildOptions{}, "response_format.type"},
-		{"unknown role", &llm.ChatRequest{Model: "m", Messages: []llm.Message{{Role: "developer", Content: "x"}}}, wire.BuildOptions{}, "messages[0].role"},
+		{"unknown role", &llm.ChatRequest{Model: "m", Messages: []llm.Message{{Role: "wizard", Content: "x"}}}, wire.BuildOptions{}, "messages[0].role"},
 		{"tool message without id", &llm.ChatRequest{Model: "m", Messages: []llm.Message{llm.UserText("q"), {Role: llm.RoleTool, Content: "x"}}},
 			wire.BuildOptions{}, "messages[1].tool_call_id"},
 		{"tool calls on a user message", &llm.ChatRequest{Model: "m", Messages: []llm.Message{{Role: llm.RoleUser, Content: "q", ToolCalls: []llm.ToolCall{{ID: "a", Name: "b"}}}}},

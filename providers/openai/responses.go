@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/chorusrt/chorus/llm"
@@ -132,6 +133,13 @@ type responsesBody struct {
 	// Prompt caching (cache.go).
 	PromptCacheKey       string `json:"prompt_cache_key,omitempty"`
 	PromptCacheRetention string `json:"prompt_cache_retention,omitempty"`
+	// The optional fields (honours.go).
+	TopLogprobs      *int              `json:"top_logprobs,omitempty"`
+	Truncation       string            `json:"truncation,omitempty"`
+	ServiceTier      string            `json:"service_tier,omitempty"`
+	User             string            `json:"user,omitempty"`
+	SafetyIdentifier string            `json:"safety_identifier,omitempty"`
+	Metadata         map[string]string `json:"metadata,omitempty"`
 }
 
 type responsesTool struct {
@@ -153,7 +161,8 @@ type responsesReasoning struct {
 }
 
 type responsesText struct {
-	Format responsesTextFormat `json:"format"`
+	Format    *responsesTextFormat `json:"format,omitempty"`
+	Verbosity string               `json:"verbosity,omitempty"`
 }
 
 type responsesTextFormat struct {
@@ -280,7 +289,7 @@ func (c ResponsesCodec) ChatRequest(req *llm.ChatRequest, o wire.BuildOptions) (
 		switch rf.Type {
 		case "", llm.ResponseText:
 		case llm.ResponseJSONObject:
-			body.Text = &responsesText{Format: responsesTextFormat{Type: "json_object"}}
+			body.Text = &responsesText{Format: &responsesTextFormat{Type: "json_object"}}
 		case llm.ResponseJSONSchema:
 			if o.Quirks.NoJSONSchema {
 				return nil, &llm.ConfigError{Field: "response_format.type", Msg: "json_schema is not supported by " + providerName(o) + "; use json_object"}
@@ -292,7 +301,7 @@ func (c ResponsesCodec) ChatRequest(req *llm.ChatRequest, o wire.BuildOptions) (
 			if name == "" {
 				name = "response"
 			}
-			body.Text = &responsesText{Format: responsesTextFormat{Type: "json_schema", Name: name, Schema: rf.Schema, Strict: rf.Strict}}
+			body.Text = &responsesText{Format: &responsesTextFormat{Type: "json_schema", Name: name, Schema: rf.Schema, Strict: rf.Strict}}
 		default:
 			return nil, &llm.ConfigError{Field: "response_format.type", Msg: fmt.Sprintf("unknown type %q", rf.Type)}
 		}
@@ -317,7 +326,48 @@ func (c ResponsesCodec) ChatRequest(req *llm.ChatRequest, o wire.BuildOptions) (
 	}
 
 	body.PromptCacheKey, body.PromptCacheRetention = promptCache(req, o)
-	return wire.PostJSON(responsesPath, &body, o.Stream, req.Headers)
+	if !req.Plain() {
+		responsesOptional(&body, req)
+	}
+	wreq, err := wire.PostJSON(responsesPath, &body, o.Stream, req.Headers)
+	if err != nil {
+		return nil, err
+	}
+	wreq.Body = wire.SpliceExtra(wreq.Body, req.Extra, ResponsesFormat)
+	return wreq, nil
+}
+
+// responsesOptional sets the Responses body's optional fields: every one
+// of them is the Responses API's own (ResponsesCodec.Honours).
+func responsesOptional(body *responsesBody, req *llm.ChatRequest) {
+	if req.Store != nil && *req.Store {
+		body.Store = true // kept by OpenAI: reasoning need not travel encrypted
+		body.Include = slices.DeleteFunc(body.Include, func(s string) bool { return s == includeEncryptedReasoning })
+	}
+	for _, inc := range req.Include {
+		if !slices.Contains(body.Include, inc) && (inc != includeEncryptedReasoning || !body.Store) {
+			body.Include = append(body.Include, inc)
+		}
+	}
+	if lp := req.Logprobs; lp != nil {
+		if !slices.Contains(body.Include, "message.output_text.logprobs") {
+			body.Include = append(body.Include, "message.output_text.logprobs")
+		}
+		if lp.TopLogprobs > 0 {
+			n := lp.TopLogprobs
+			body.TopLogprobs = &n
+		}
+	}
+	body.Truncation, body.ServiceTier, body.User, body.SafetyIdentifier, body.Metadata = req.Truncation, req.ServiceTier, req.User, req.SafetyIdentifier, req.Metadata
+	if req.Verbosity != "" {
+		if body.Text == nil {
+			body.Text = &responsesText{}
+		}
+		body.Text.Verbosity = req.Verbosity
+	}
+	if r := req.Reasoning; r != nil && r.Summary != "" && body.Reasoning != nil {
+		body.Reasoning.Summary = r.Summary
+	}
 }
 
 // buildInput returns the instructions (every system message) and the input
@@ -332,7 +382,7 @@ func (c ResponsesCodec) buildInput(req *llm.ChatRequest) (string, []any, error) 
 			return "", nil, &llm.ConfigError{Field: f + ".tool_calls", Msg: "only assistant messages carry tool calls"}
 		}
 		switch m.Role {
-		case llm.RoleSystem:
+		case llm.RoleSystem, llm.RoleDeveloper: // instructions are the developer's
 			pieces, err := textPieces(m, f, "system")
 			if err != nil {
 				return "", nil, err

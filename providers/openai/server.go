@@ -47,7 +47,66 @@ type serverBody struct {
 	StreamOptions       *streamOptions  `json:"stream_options"`
 	ReasoningEffort     string          `json:"reasoning_effort"`
 	N                   int             `json:"n"`
+	// Prompt caching and the optional fields (honours.go).
+	PromptCacheKey       string            `json:"prompt_cache_key"`
+	PromptCacheRetention string            `json:"prompt_cache_retention"`
+	FrequencyPenalty     *float64          `json:"frequency_penalty"`
+	PresencePenalty      *float64          `json:"presence_penalty"`
+	LogitBias            map[string]int    `json:"logit_bias"`
+	Logprobs             *bool             `json:"logprobs"`
+	TopLogprobs          *int              `json:"top_logprobs"`
+	ServiceTier          string            `json:"service_tier"`
+	User                 string            `json:"user"`
+	SafetyIdentifier     string            `json:"safety_identifier"`
+	Metadata             map[string]string `json:"metadata"`
+	Store                *bool             `json:"store"`
+	Verbosity            string            `json:"verbosity"`
 }
+
+// ChatFields is every top-level field of a Chat Completions request, as
+// the official SDKs define it, and what the gateway does with it. A field
+// not named here is passed through (FieldPassthrough) like the ones marked
+// so: sent unchanged to an upstream of this format, refused for any other
+// (TestChatFieldsCoverTheSDK holds the table to openai-go's params).
+var ChatFields = []llm.WireField{
+	{Name: "model", Class: llm.FieldMapped, Note: "provider/model, an alias, or bare (the openai provider)"},
+	{Name: "messages", Class: llm.FieldMapped, Note: "system, developer (developer to OpenAI, system elsewhere), user, assistant, tool; text, image_url, file parts"},
+	{Name: "tools", Class: llm.FieldMapped, Note: "function tools (other types: 400)"},
+	{Name: "tool_choice", Class: llm.FieldMapped, Note: ""},
+	{Name: "parallel_tool_calls", Class: llm.FieldMapped, Note: ""},
+	{Name: "response_format", Class: llm.FieldMapped, Note: "text, json_object, json_schema"},
+	{Name: "max_tokens", Class: llm.FieldMapped, Note: ""},
+	{Name: "max_completion_tokens", Class: llm.FieldMapped, Note: ""},
+	{Name: "temperature", Class: llm.FieldMapped, Note: ""},
+	{Name: "top_p", Class: llm.FieldMapped, Note: ""},
+	{Name: "seed", Class: llm.FieldMapped, Note: ""},
+	{Name: "stop", Class: llm.FieldMapped, Note: "Anthropic stop_sequences, Gemini stopSequences"},
+	{Name: "reasoning_effort", Class: llm.FieldMapped, Note: "Anthropic and Gemini thinking budgets"},
+	{Name: "prompt_cache_key", Class: llm.FieldMapped, Note: "OpenAI only; dropped elsewhere (x-chorus-dropped)"},
+	{Name: "prompt_cache_retention", Class: llm.FieldMapped, Note: "OpenAI only; dropped elsewhere"},
+	{Name: "frequency_penalty", Class: llm.FieldMapped, Note: "Gemini frequencyPenalty; refused by Anthropic"},
+	{Name: "presence_penalty", Class: llm.FieldMapped, Note: "Gemini presencePenalty; refused by Anthropic"},
+	{Name: "logit_bias", Class: llm.FieldMapped, Note: "OpenAI format only"},
+	{Name: "logprobs", Class: llm.FieldMapped, Note: "Gemini responseLogprobs, Responses include; refused by Anthropic"},
+	{Name: "top_logprobs", Class: llm.FieldMapped, Note: "with logprobs"},
+	{Name: "service_tier", Class: llm.FieldMapped, Note: "OpenAI's tiers; Anthropic auto"},
+	{Name: "user", Class: llm.FieldMapped, Note: "Anthropic metadata.user_id; dropped by Gemini"},
+	{Name: "safety_identifier", Class: llm.FieldMapped, Note: "OpenAI only; dropped elsewhere"},
+	{Name: "metadata", Class: llm.FieldMapped, Note: "OpenAI only; dropped elsewhere"},
+	{Name: "store", Class: llm.FieldMapped, Note: "OpenAI only; store:true refused elsewhere"},
+	{Name: "verbosity", Class: llm.FieldMapped, Note: "OpenAI only; refused elsewhere"},
+	{Name: "n", Class: llm.FieldRefused, Note: "n > 1 (one choice per answer; a fan-out alias answers with several)"},
+	{Name: "stream", Class: llm.FieldServed, Note: ""},
+	{Name: "stream_options", Class: llm.FieldServed, Note: "include_usage; the upstream is always asked for usage"},
+	{Name: "audio", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "modalities", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "prediction", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "web_search_options", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "functions", Class: llm.FieldPassthrough, Note: "the legacy functions API"},
+	{Name: "function_call", Class: llm.FieldPassthrough, Note: "the legacy functions API"},
+}
+
+var chatFields = wire.NewClassified(ChatFields)
 
 type serverMessage struct {
 	Role             string          `json:"role"`
@@ -87,6 +146,21 @@ func DecodeServerChat(body []byte) (*ServerChat, error) {
 	if req.MaxTokens == 0 {
 		req.MaxTokens = b.MaxTokens
 	}
+	if b.PromptCacheKey != "" || b.PromptCacheRetention != "" {
+		req.Cache = &llm.PromptCache{Key: b.PromptCacheKey, Retention: b.PromptCacheRetention}
+	}
+	req.FrequencyPenalty, req.PresencePenalty, req.LogitBias = b.FrequencyPenalty, b.PresencePenalty, b.LogitBias
+	switch {
+	case b.Logprobs != nil && *b.Logprobs:
+		req.Logprobs = &llm.Logprobs{}
+		if b.TopLogprobs != nil {
+			req.Logprobs.TopLogprobs = *b.TopLogprobs
+		}
+	case b.TopLogprobs != nil && *b.TopLogprobs > 0:
+		return nil, badField("top_logprobs", "needs logprobs: true")
+	}
+	req.ServiceTier, req.User, req.SafetyIdentifier, req.Metadata, req.Store, req.Verbosity = b.ServiceTier, b.User, b.SafetyIdentifier, b.Metadata, b.Store, b.Verbosity
+	req.Extra = wire.ExtraFields(body, chatFields, formatName)
 	if len(b.Stop) > 0 && string(b.Stop) != "null" {
 		var one string
 		if err := json.Unmarshal(b.Stop, &one); err == nil {
@@ -175,9 +249,6 @@ func decodeToolChoiceMode(raw json.RawMessage) (tc llm.ToolChoice, done bool, er
 
 func decodeServerMessage(sm *serverMessage, field string) (llm.Message, error) {
 	m := llm.Message{Role: llm.Role(sm.Role)}
-	if sm.Role == "developer" {
-		m.Role = llm.RoleSystem
-	}
 	text, parts, err := decodeContent(sm.Content, field+".content")
 	if err != nil {
 		return m, err
@@ -284,13 +355,14 @@ type serverCompletion struct {
 	Choices           []serverChoice `json:"choices"`
 	Usage             *serverUsage   `json:"usage,omitempty"`
 	SystemFingerprint *string        `json:"system_fingerprint"`
+	ServiceTier       string         `json:"service_tier,omitempty"`
 }
 
 type serverChoice struct {
 	Index        int                `json:"index"`
 	Message      *serverRespMessage `json:"message,omitempty"`
 	Delta        *serverDelta       `json:"delta,omitempty"`
-	Logprobs     *struct{}          `json:"logprobs"`
+	Logprobs     *wireLogprobs      `json:"logprobs"`
 	FinishReason *string            `json:"finish_reason"`
 }
 
@@ -362,11 +434,18 @@ func finishString(f llm.FinishReason) string {
 // model is the name the client asked for; created is a Unix time.
 func EncodeServerChat(res *llm.ChatResult, model string, created int64) ([]byte, error) {
 	fin := finishString(res.FinishReason)
-	return json.Marshal(serverCompletion{
+	c := serverCompletion{
 		ID: serverID(res.ID), Object: "chat.completion", Created: created, Model: model,
 		Choices: []serverChoice{{Message: serverMessageOf(res), FinishReason: &fin}},
-		Usage:   usageOf(res.Usage),
-	})
+		Usage:   usageOf(res.Usage), ServiceTier: res.Meta.ServiceTier,
+	}
+	if fp := res.Meta.SystemFingerprint; fp != "" {
+		c.SystemFingerprint = &fp
+	}
+	if len(res.Logprobs) > 0 {
+		c.Choices[0].Logprobs = &wireLogprobs{Content: wireLogprobsOf(res.Logprobs)}
+	}
+	return json.Marshal(c)
 }
 
 // EncodeServerChatChoices encodes several answers to one request as one

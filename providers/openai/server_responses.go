@@ -262,9 +262,6 @@ func decodeResponsesInput(raw json.RawMessage) ([]llm.Message, error) {
 			case "user", "system", "developer":
 				flush()
 				role := llm.Role(it.Role)
-				if it.Role == "developer" {
-					role = llm.RoleSystem
-				}
 				text, parts, err := decodeResponsesContent(it.Content, f+".content")
 				if err != nil {
 					return nil, err

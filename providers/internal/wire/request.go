@@ -32,3 +32,32 @@ func PostJSON(path string, body any, stream bool, headers map[string]string) (*R
 	}
 	return &Request{Method: http.MethodPost, Path: path, Body: bytes.TrimRight(buf.Bytes(), "\n"), Header: h}, nil
 }
+
+// SpliceExtra adds the fields of e to a JSON object body when e's format is
+// format (the client's own fields llm has no name for, sent as they came),
+// and returns body unchanged otherwise.
+func SpliceExtra(body []byte, e *llm.Extra, format string) []byte {
+	if e == nil || e.Format != format || len(e.Fields) == 0 || len(body) < 2 || body[len(body)-1] != '}' {
+		return body
+	}
+	out := make([]byte, 0, len(body)+64*len(e.Fields))
+	out = append(out, body[:len(body)-1]...)
+	empty := len(bytes.TrimSpace(body[1:len(body)-1])) == 0
+	for _, f := range e.Fields {
+		if !empty {
+			out = append(out, ',')
+		}
+		empty = false
+		name, _ := json.Marshal(f.Name)
+		out = append(out, name...)
+		out = append(out, ':')
+		out = append(out, f.Value...)
+	}
+	return append(out, '}')
+}
+
+// Honourer is a codec that says which of a request's optional fields it
+// sends to a provider (llm.Honours). A codec that is not one honours none.
+type Honourer interface {
+	Honours(o BuildOptions) llm.Honours
+}
