@@ -148,9 +148,9 @@ type Honours struct {
 	Format string
 	// Exact request fields.
 	TopK, FrequencyPenalty, PresencePenalty, LogitBias, Logprobs bool
-	Verbosity, Safety, CachedContent, Metadata, StoreTrue         bool
-	User, SafetyIdentifier, PromptCacheKey, CacheMarks            bool
-	Include, TruncationAuto, ReasoningSummary                     bool
+	Verbosity, Safety, CachedContent, Metadata, StoreTrue        bool
+	User, SafetyIdentifier, PromptCacheKey, CacheMarks           bool
+	Include, TruncationAuto, ReasoningSummary                    bool
 	// ServiceTiers are the service tiers the format takes (nil: none).
 	ServiceTiers []string
 }
