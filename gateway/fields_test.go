@@ -146,3 +146,134 @@ func TestUnsupportedFieldSkipsAFallbackTarget(t *testing.T) {
 		t.Fatalf("upstream requests: %d", len(reqs))
 	}
 }
+
+// An Anthropic client's cache_control marks (system block, user block,
+// tool), top_k, metadata.user_id, service_tier and its own fields reach
+// an Anthropic upstream as sent.
+func TestAnthropicFieldsReachAnthropic(t *testing.T) {
+	fx := newFixture(t, gateway.Options{})
+	const body = `{"model":"claude-sonnet-4-5","max_tokens":64,"top_k":5,"metadata":{"user_id":"u-9"},"service_tier":"standard_only",
+"container":"ctr_1","context_management":{"edits":[]},
+"system":[{"type":"text","text":"long rules"},{"type":"text","text":"more rules","cache_control":{"type":"ephemeral","ttl":"1h"}}],
+"tools":[{"name":"f","input_schema":{"type":"object"},"cache_control":{"type":"ephemeral"}}],
+"messages":[{"role":"user","content":[{"type":"text","text":"doc","cache_control":{"type":"ephemeral"}},{"type":"text","text":"question"}]}]}`
+	for _, stream := range []bool{false, true} {
+		b := body
+		if stream {
+			b = strings.Replace(b, `"max_tokens":64`, `"max_tokens":64,"stream":true`, 1)
+		}
+		fx.up.Push(llmtest.Text("ok"))
+		a := fx.do(t, "POST", "/v1/messages", b)
+		if a.status != 200 {
+			t.Fatalf("stream=%v: %d %s", stream, a.status, a.body)
+		}
+		got := upstreamBody(t, fx.up)
+		for k, v := range map[string]string{"top_k": `5`, "metadata": `{"user_id":"u-9"}`, "service_tier": `"standard_only"`, "container": `"ctr_1"`, "context_management": `{"edits":[]}`} {
+			if !sameJSON(got[k], []byte(v)) {
+				t.Errorf("stream=%v: %s arrived as %s, want %s", stream, k, got[k], v)
+			}
+		}
+		if !sameJSON(got["system"], []byte(`[{"type":"text","text":"long rules"},{"type":"text","text":"more rules","cache_control":{"type":"ephemeral","ttl":"1h"}}]`)) {
+			t.Errorf("stream=%v: system arrived as %s", stream, got["system"])
+		}
+		if !strings.Contains(string(got["tools"]), `"cache_control":{"type":"ephemeral"}`) {
+			t.Errorf("stream=%v: tools arrived as %s", stream, got["tools"])
+		}
+		// The marked block ends a cached prefix; what follows it is not cached.
+		if !strings.Contains(string(got["messages"]), `{"type":"text","text":"doc","cache_control":{"type":"ephemeral"}}`) || strings.Count(string(got["messages"]), "cache_control") != 1 {
+			t.Errorf("stream=%v: messages arrived as %s", stream, got["messages"])
+		}
+	}
+}
+
+// The same client to an OpenAI upstream: the marks become nothing (OpenAI
+// caches prefixes on its own) and are named in x-chorus-dropped; top_k has
+// no equivalent there and is refused, unless dropped.
+func TestAnthropicFieldsToOpenAI(t *testing.T) {
+	const marked = `{"model":"openai/gpt-4.1-mini","max_tokens":64,"system":[{"type":"text","text":"rules","cache_control":{"type":"ephemeral"}}],"metadata":{"user_id":"u-9"},"messages":[{"role":"user","content":"hi"}]}`
+	fx := newFixture(t, gateway.Options{})
+	fx.up.Push(llmtest.Text("ok"))
+	a := fx.do(t, "POST", "/v1/messages", marked)
+	if a.status != 200 || a.header.Get("x-chorus-dropped") != "cache_control" {
+		t.Fatalf("%d dropped=%q %s", a.status, a.header.Get("x-chorus-dropped"), a.body)
+	}
+	got := upstreamBody(t, fx.up)
+	if strings.Contains(string(fx.up.Requests()[0].Body), "cache_control") || !sameJSON(got["user"], []byte(`"u-9"`)) {
+		t.Errorf("upstream body %s", fx.up.Requests()[0].Body)
+	}
+	a = fx.do(t, "POST", "/v1/messages", `{"model":"openai/gpt-4.1-mini","max_tokens":64,"top_k":3,"messages":[{"role":"user","content":"hi"}]}`)
+	if a.status != 400 || !strings.Contains(string(a.body), `"type":"invalid_request_error"`) || !strings.Contains(string(a.body), "top_k is not supported by the openai format") {
+		t.Fatalf("top_k to OpenAI: %d %s", a.status, a.body)
+	}
+	if n := len(fx.up.Requests()); n != 1 {
+		t.Fatalf("the refused request reached the upstream (%d requests)", n)
+	}
+}
+
+// A Gemini client's safetySettings, cachedContent, topK, penalties,
+// logprobs and its own generationConfig fields reach a Gemini upstream;
+// to an OpenAI upstream, safety settings and a cached-content handle are
+// refused.
+func TestGeminiFieldsReachGemini(t *testing.T) {
+	fx := newFixture(t, gateway.Options{})
+	const body = `{"contents":[{"role":"user","parts":[{"text":"hi"}]}],
+"safetySettings":[{"category":"HARM_CATEGORY_HATE_SPEECH","threshold":"BLOCK_NONE"}],
+"cachedContent":"cachedContents/abc123","labels":{"team":"a"},
+"generationConfig":{"topK":4,"presencePenalty":0.5,"frequencyPenalty":0.25,"responseLogprobs":true,"logprobs":2,"responseMimeType":"text/x.enum","responseModalities":["TEXT"],"maxOutputTokens":30}}`
+	fx.up.Push(llmtest.Text("ok"))
+	a := fx.do(t, "POST", "/v1beta/models/gemini-2.5-flash:generateContent", body)
+	if a.status != 200 {
+		t.Fatalf("%d %s", a.status, a.body)
+	}
+	got := upstreamBody(t, fx.up)
+	for k, v := range map[string]string{"safetySettings": `[{"category":"HARM_CATEGORY_HATE_SPEECH","threshold":"BLOCK_NONE"}]`, "cachedContent": `"cachedContents/abc123"`, "labels": `{"team":"a"}`} {
+		if !sameJSON(got[k], []byte(v)) {
+			t.Errorf("%s arrived as %s, want %s", k, got[k], v)
+		}
+	}
+	if !sameJSON(got["generationConfig"], []byte(`{"topK":4,"presencePenalty":0.5,"frequencyPenalty":0.25,"responseLogprobs":true,"logprobs":2,"responseMimeType":"text/x.enum","responseModalities":["TEXT"],"maxOutputTokens":30}`)) {
+		t.Errorf("generationConfig arrived as %s", got["generationConfig"])
+	}
+	a = fx.do(t, "POST", "/v1beta/models/openai/gpt-4.1-mini:generateContent", body)
+	if a.status != 400 || !strings.Contains(string(a.body), "safety_settings") || !strings.Contains(string(a.body), "cached_content") || !strings.Contains(string(a.body), `"status":"INVALID_ARGUMENT"`) {
+		t.Fatalf("to OpenAI: %d %s", a.status, a.body)
+	}
+}
+
+// A Responses client reaches OpenAI's Responses API with its own fields:
+// store, include, truncation, service_tier, prompt_cache_key, reasoning's
+// summary and text's verbosity; the same request to Anthropic is refused
+// for what Anthropic cannot honour.
+func TestResponsesFieldsReachTheResponsesAPI(t *testing.T) {
+	fx := newFixture(t, gateway.Options{})
+	const body = `{"model":"gpt-5","input":"hi","store":true,"include":["reasoning.encrypted_content","file_search_call.results"],"truncation":"auto","service_tier":"flex","prompt_cache_key":"k1","safety_identifier":"s1","reasoning":{"effort":"low","summary":"detailed"},"text":{"verbosity":"low"},"max_tool_calls":3}`
+	fx.up.Push(llmtest.Text("ok"))
+	a := fx.do(t, "POST", "/v1/responses", body)
+	if a.status != 200 {
+		t.Fatalf("%d %s", a.status, a.body)
+	}
+	r := fx.up.Requests()[0]
+	if r.Path != "/v1/responses" {
+		t.Fatalf("went to %s", r.Path)
+	}
+	got := upstreamBody(t, fx.up)
+	for k, v := range map[string]string{"store": `true`, "include": `["file_search_call.results"]`, "truncation": `"auto"`, "service_tier": `"flex"`,
+		"prompt_cache_key": `"k1"`, "safety_identifier": `"s1"`, "reasoning": `{"effort":"low","summary":"detailed"}`, "text": `{"verbosity":"low"}`, "max_tool_calls": `3`} {
+		if !sameJSON(got[k], []byte(v)) {
+			t.Errorf("%s arrived as %s, want %s", k, got[k], v)
+		}
+	}
+	// store:false (the default here) keeps reasoning replayable.
+	fx.up.Push(llmtest.Text("ok"))
+	if a = fx.do(t, "POST", "/v1/responses", `{"model":"gpt-5","input":"hi","store":false}`); a.status != 200 {
+		t.Fatalf("%d %s", a.status, a.body)
+	}
+	got = upstreamBody(t, fx.up)
+	if !sameJSON(got["store"], []byte(`false`)) || !sameJSON(got["include"], []byte(`["reasoning.encrypted_content"]`)) {
+		t.Errorf("store:false arrived as store %s include %s", got["store"], got["include"])
+	}
+	a = fx.do(t, "POST", "/v1/responses", strings.Replace(body, `"gpt-5"`, `"anthropic/claude-haiku-4-5"`, 1))
+	if a.status != 400 || !strings.Contains(string(a.body), "verbosity, store, truncation, reasoning.summary, service_tier, include, max_tool_calls") {
+		t.Fatalf("to Anthropic: %d %s", a.status, a.body)
+	}
+}

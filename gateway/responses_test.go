@@ -42,15 +42,17 @@ func TestOpenAIResponses(t *testing.T) {
 		r.Output[0].Type != "message" || r.Output[0].Content[0].Type != "output_text" || r.Output[0].Content[0].Text != "hello" {
 		t.Fatalf("response %s", a.body)
 	}
+	// A Responses client reaches OpenAI's Responses API.
 	var up struct {
-		Messages []struct {
+		Instructions string `json:"instructions"`
+		Input        []struct {
 			Role    string `json:"role"`
 			Content any    `json:"content"`
-		} `json:"messages"`
+		} `json:"input"`
 	}
 	decode(t, f.up.Requests()[0].Body, &up)
-	if len(up.Messages) != 2 || up.Messages[0].Role != "system" || up.Messages[1].Content != "hi" {
-		t.Fatalf("upstream %s", f.up.Requests()[0].Body)
+	if f.up.Requests()[0].Path != "/v1/responses" || up.Instructions != "be brief" || len(up.Input) != 1 || up.Input[0].Content != "hi" {
+		t.Fatalf("upstream %s %s", f.up.Requests()[0].Path, f.up.Requests()[0].Body)
 	}
 
 	// Streamed: the events in OpenAI's order, ending with response.completed.

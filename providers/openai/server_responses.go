@@ -61,7 +61,53 @@ type serverResponsesBody struct {
 	Background         bool              `json:"background"`
 	Metadata           json.RawMessage   `json:"metadata"`
 	User               *string           `json:"user"`
+	// The optional fields (honours.go).
+	Store                *bool    `json:"store"`
+	Include              []string `json:"include"`
+	Truncation           string   `json:"truncation"`
+	ServiceTier          string   `json:"service_tier"`
+	PromptCacheKey       string   `json:"prompt_cache_key"`
+	PromptCacheRetention string   `json:"prompt_cache_retention"`
+	SafetyIdentifier     string   `json:"safety_identifier"`
+	TopLogprobs          *int     `json:"top_logprobs"`
 }
+
+// ResponsesFields is every top-level field of a Responses request, as the
+// official SDKs define it, and what the gateway does with it. A field not
+// named here is passed through like the ones marked so: sent unchanged to
+// OpenAI's Responses API, refused for any other upstream.
+var ResponsesFields = []llm.WireField{
+	{Name: "model", Class: llm.FieldMapped, Note: "provider/model, an alias, or bare (the openai provider)"},
+	{Name: "input", Class: llm.FieldMapped, Note: "messages, function_call, function_call_output, reasoning items"},
+	{Name: "instructions", Class: llm.FieldMapped, Note: "a system message"},
+	{Name: "tools", Class: llm.FieldMapped, Note: "function tools (other types: 400)"},
+	{Name: "tool_choice", Class: llm.FieldMapped, Note: ""},
+	{Name: "parallel_tool_calls", Class: llm.FieldMapped, Note: ""},
+	{Name: "max_output_tokens", Class: llm.FieldMapped, Note: ""},
+	{Name: "temperature", Class: llm.FieldMapped, Note: ""},
+	{Name: "top_p", Class: llm.FieldMapped, Note: ""},
+	{Name: "reasoning", Class: llm.FieldMapped, Note: "effort; summary to the Responses API only"},
+	{Name: "text", Class: llm.FieldMapped, Note: "format; verbosity to OpenAI only"},
+	{Name: "store", Class: llm.FieldMapped, Note: "store:true to OpenAI only"},
+	{Name: "include", Class: llm.FieldMapped, Note: "reasoning.encrypted_content everywhere (reasoning replays); the others to the Responses API only"},
+	{Name: "truncation", Class: llm.FieldMapped, Note: "auto to the Responses API only"},
+	{Name: "service_tier", Class: llm.FieldMapped, Note: ""},
+	{Name: "prompt_cache_key", Class: llm.FieldMapped, Note: "OpenAI only"},
+	{Name: "prompt_cache_retention", Class: llm.FieldMapped, Note: "OpenAI only"},
+	{Name: "safety_identifier", Class: llm.FieldMapped, Note: "OpenAI only"},
+	{Name: "metadata", Class: llm.FieldMapped, Note: "OpenAI only"},
+	{Name: "user", Class: llm.FieldMapped, Note: ""},
+	{Name: "top_logprobs", Class: llm.FieldMapped, Note: "with include message.output_text.logprobs"},
+	{Name: "stream", Class: llm.FieldServed, Note: ""},
+	{Name: "stream_options", Class: llm.FieldServed, Note: ""},
+	{Name: "previous_response_id", Class: llm.FieldRefused, Note: "the gateway is stateless"},
+	{Name: "conversation", Class: llm.FieldRefused, Note: "the gateway is stateless"},
+	{Name: "background", Class: llm.FieldRefused, Note: "true"},
+	{Name: "prompt", Class: llm.FieldPassthrough, Note: "a stored prompt template"},
+	{Name: "max_tool_calls", Class: llm.FieldPassthrough, Note: ""},
+}
+
+var responsesFields = wire.NewClassified(ResponsesFields)
 
 type serverResponsesTool struct {
 	Type        string          `json:"type"`
@@ -183,7 +229,53 @@ func DecodeServerResponses(body []byte) (*ServerResponses, error) {
 			e = llm.EffortMax
 		}
 		req.Reasoning = &llm.Reasoning{Effort: e}
+		if r.Summary != "auto" { // auto is what the Responses route asks for anyway
+			req.Reasoning.Summary = r.Summary
+		}
 	}
+	if len(b.Text) > 0 && string(b.Text) != "null" {
+		var t struct {
+			Verbosity string `json:"verbosity"`
+		}
+		_ = json.Unmarshal(b.Text, &t) // its shape was checked above
+		req.Verbosity = t.Verbosity
+	}
+	req.PreferResponses = true // the Responses API serves it, where the provider is OpenAI's
+	req.Truncation, req.ServiceTier, req.SafetyIdentifier = b.Truncation, b.ServiceTier, b.SafetyIdentifier
+	if b.Store != nil && *b.Store {
+		req.Store = b.Store // store:false is the stateless route's own
+	}
+	if req.Truncation == "disabled" {
+		req.Truncation = "" // every format's own behaviour
+	}
+	for _, inc := range b.Include {
+		switch inc {
+		case "message.output_text.logprobs":
+			req.Logprobs = &llm.Logprobs{}
+			continue
+		case includeEncryptedReasoning:
+			continue // the route asks for it (reasoning replays), unless stored
+		}
+		req.Include = append(req.Include, inc)
+	}
+	if b.TopLogprobs != nil && *b.TopLogprobs > 0 {
+		if req.Logprobs == nil {
+			req.Logprobs = &llm.Logprobs{}
+		}
+		req.Logprobs.TopLogprobs = *b.TopLogprobs
+	}
+	if b.PromptCacheKey != "" || b.PromptCacheRetention != "" {
+		req.Cache = &llm.PromptCache{Key: b.PromptCacheKey, Retention: b.PromptCacheRetention}
+	}
+	if b.User != nil {
+		req.User = *b.User
+	}
+	if len(b.Metadata) > 0 && string(b.Metadata) != "null" {
+		if err := json.Unmarshal(b.Metadata, &req.Metadata); err != nil {
+			return nil, badField("metadata", "is not an object of strings")
+		}
+	}
+	req.Extra = wire.ExtraFields(body, responsesFields, ResponsesFormat)
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}

@@ -43,6 +43,7 @@ func TestServerResponsesInvertsChatRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	in.PreferResponses = true // a Responses client's request is served by the Responses API
 	if !sr.Stream || !reflect.DeepEqual(sr.Chat, in) {
 		t.Fatalf("decoded %+v\nwant    %+v\nbody %s", sr.Chat, in, wr.Body)
 	}
