@@ -365,7 +365,7 @@ func TestInputPromptCache(t *testing.T) {
 	if req.Cache == nil || req.Cache.Key != "k1" || req.Cache.Retention != "24h" {
 		t.Errorf("cache %+v", req.Cache)
 	}
-	if _, err := chatFromOpenAI([]byte(`{"messages":[{"role":"user","content":"x"}],"prompt_cache_key":7}`)); err == nil || !strings.Contains(err.Error(), "body.prompt_cache_key: want a string") {
+	if _, err := chatFromOpenAI([]byte(`{"messages":[{"role":"user","content":"x"}],"prompt_cache_key":7}`)); err == nil || !strings.Contains(err.Error(), "body.prompt_cache_key: is a JSON number, want a string") {
 		t.Errorf("a number key: %v", err)
 	}
 }

@@ -53,7 +53,7 @@ func (r *ChatRequest) Validate() error {
 		switch m.Role {
 		case RoleSystem, RoleDeveloper, RoleUser, RoleAssistant, RoleTool:
 		default:
-			return &ConfigError{Field: f + ".role", Msg: fmt.Sprintf("unknown role %q", m.Role)}
+			return &ConfigError{Field: f + ".role", Msg: fmt.Sprintf("unknown role %q (system, developer, user, assistant, tool)", m.Role)}
 		}
 		if m.Role == RoleTool && m.ToolCallID == "" {
 			return &ConfigError{Field: f + ".tool_call_id", Msg: "a tool message needs the id of the call it answers"}

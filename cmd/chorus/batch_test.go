@@ -197,9 +197,9 @@ func TestBatchBadLines(t *testing.T) {
 		{`{"custom_id":"x3","method":"GET","url":"/v1/chat/completions","body":{}}`, `method: want "POST"`, true},
 		{`{"custom_id":"x4","method":"POST","url":"/v1/completions","body":{}}`, `url: "/v1/completions" is not served`, true},
 		{`{"custom_id":"x5","method":"POST","url":"/v1/chat/completions","body":{"messages":[{"role":"robot","content":"hi"}]}}`, `body.messages[0].role: unknown role "robot"`, true},
-		{`{"custom_id":"x6","method":"POST","url":"/v1/chat/completions","body":{"messages":[{"role":"user","content":"hi"}],"logit_bias":{}}}`, "body.logit_bias: is not supported", true},
+		{`{"custom_id":"x6","method":"POST","url":"/v1/chat/completions","body":{"messages":[{"role":"user","content":"hi"}],"n":2}}`, "body.n: only n=1 is served", true},
 		{`{"custom_id":"x7","method":"POST","url":"/v1/embeddings","body":{"input":[]}}`, "body.input: is empty", true},
-		{`{"custom_id":"x8","method":"POST","url":"/v1/chat/completions","body":{"messages":[]}}`, "body.messages: is missing or empty", true},
+		{`{"custom_id":"x8","method":"POST","url":"/v1/chat/completions","body":{"messages":[]}}`, "body.messages: is empty", true},
 		{chatLine("x8", "", "duplicate id"), `custom_id "x8" repeats line 8`, false},
 		{`{"custom_id":"x10","method":"POST","url":"/v1/chat/completions","body":{"model":"nowhere/m","messages":[{"role":"user","content":"hi"}]}}`, "", true},
 	}

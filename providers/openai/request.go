@@ -77,6 +77,33 @@ type contentPart struct {
 	Text     string    `json:"text,omitempty"`
 	ImageURL *imageURL `json:"image_url,omitempty"`
 	File     *filePart `json:"file,omitempty"`
+	// CacheControl is read from clients only (server.go): a breakpoint as
+	// gateways accept it in this format; never sent.
+	CacheControl *cacheControl `json:"cache_control,omitempty"`
+}
+
+// cacheControl is a prompt-cache breakpoint as gateways accept it in the
+// OpenAI format (on a content part or a tool): {"type": "ephemeral",
+// "ttl": "5m" | "1h"}. OpenAI caches prefixes on its own; an Anthropic
+// upstream gets the mark as its cache_control.
+type cacheControl struct {
+	Type string `json:"type"`
+	TTL  string `json:"ttl,omitempty"`
+}
+
+// mark is the llm breakpoint of a client's cache_control, checked.
+func (c *cacheControl) mark(field string) (*llm.CacheMark, error) {
+	if c == nil {
+		return nil, nil
+	}
+	if c.Type != "ephemeral" {
+		return nil, badField(field+".type", "want \"ephemeral\", got %q", c.Type)
+	}
+	switch llm.CacheTTL(c.TTL) {
+	case llm.CacheTTLDefault, llm.CacheTTL5m, llm.CacheTTL1h:
+		return &llm.CacheMark{TTL: llm.CacheTTL(c.TTL)}, nil
+	}
+	return nil, badField(field+".ttl", "unknown TTL %q (5m, 1h)", c.TTL)
 }
 
 type imageURL struct {
@@ -102,6 +129,8 @@ type functionCall struct {
 type tool struct {
 	Type     string       `json:"type"`
 	Function toolFunction `json:"function"`
+	// CacheControl is read from clients only, as on a content part.
+	CacheControl *cacheControl `json:"cache_control,omitempty"`
 }
 
 type toolFunction struct {

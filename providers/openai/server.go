@@ -3,7 +3,9 @@ package openai
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"reflect"
 	"math"
 	"net/http"
 	"strconv"
@@ -108,6 +110,17 @@ var ChatFields = []llm.WireField{
 
 var chatFields = wire.NewClassified(ChatFields)
 
+// EmbedFields is every field of an embeddings request and its class.
+var EmbedFields = []llm.WireField{
+	{Name: "model", Class: llm.FieldMapped, Note: ""},
+	{Name: "input", Class: llm.FieldMapped, Note: "a string or strings (token arrays: 400)"},
+	{Name: "dimensions", Class: llm.FieldMapped, Note: ""},
+	{Name: "encoding_format", Class: llm.FieldServed, Note: "float or base64"},
+	{Name: "user", Class: llm.FieldServed, Note: "taken; changes no vector"},
+}
+
+var embedFields = wire.NewClassified(EmbedFields)
+
 type serverMessage struct {
 	Role             string          `json:"role"`
 	Content          json.RawMessage `json:"content"`
@@ -127,10 +140,16 @@ func badField(field, format string, args ...any) error {
 // image_url, file); n other than 1 is refused (one choice per answer). The
 // result is validated: errors are *llm.ConfigError naming the field at
 // fault in the client's terms.
-func DecodeServerChat(body []byte) (*ServerChat, error) {
+func DecodeServerChat(body []byte) (*ServerChat, error) { return DecodeChatRequest(body, true) }
+
+// DecodeChatRequest is DecodeServerChat; without requireModel a request
+// that names no model is taken (a batch line whose job picks the model).
+// It is the one decoder of OpenAI chat request bodies: the gateway, "chorus
+// batch" and the gateway's batches read them through it.
+func DecodeChatRequest(body []byte, requireModel bool) (*ServerChat, error) {
 	var b serverBody
 	if err := json.Unmarshal(body, &b); err != nil {
-		return nil, badField("body", "is not a chat completion request: %v", err)
+		return nil, jsonFieldError(err, "is not a chat completion request")
 	}
 	if b.N > 1 {
 		return nil, badField("n", "only n=1 is served")
@@ -180,7 +199,11 @@ func DecodeServerChat(body []byte) (*ServerChat, error) {
 		if t.Type != "" && t.Type != "function" {
 			return nil, badField(fmt.Sprintf("tools[%d].type", i), "%q is not served (function only)", t.Type)
 		}
-		req.Tools = append(req.Tools, llm.Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters, Strict: t.Function.Strict})
+		mark, err := t.CacheControl.mark(fmt.Sprintf("tools[%d].cache_control", i))
+		if err != nil {
+			return nil, err
+		}
+		req.Tools = append(req.Tools, llm.Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters, Strict: t.Function.Strict, Cache: mark})
 	}
 	tc, err := decodeToolChoice(b.ToolChoice)
 	if err != nil {
@@ -202,11 +225,26 @@ func DecodeServerChat(body []byte) (*ServerChat, error) {
 		}
 	}
 	if b.ReasoningEffort != "" {
-		e := llm.Effort(b.ReasoningEffort)
-		if e == "minimal" {
+		var e llm.Effort
+		switch b.ReasoningEffort {
+		case "none":
+			e = llm.EffortNone
+		case "minimal", "low":
 			e = llm.EffortLow
+		case "medium":
+			e = llm.EffortMedium
+		case "high":
+			e = llm.EffortHigh
+		case "xhigh", "max":
+			e = llm.EffortMax
+		default:
+			return nil, badField("reasoning_effort", "unknown effort %q (none, minimal, low, medium, high, xhigh)", b.ReasoningEffort)
 		}
 		req.Reasoning = &llm.Reasoning{Effort: e}
+	}
+	if req.Model == "" && !requireModel {
+		req.Model = "-" // validated as if named: the caller names it
+		defer func() { req.Model = "" }()
 	}
 	if err := req.Validate(); err != nil {
 		return nil, err
@@ -249,11 +287,11 @@ func decodeToolChoiceMode(raw json.RawMessage) (tc llm.ToolChoice, done bool, er
 
 func decodeServerMessage(sm *serverMessage, field string) (llm.Message, error) {
 	m := llm.Message{Role: llm.Role(sm.Role)}
-	text, parts, err := decodeContent(sm.Content, field+".content")
+	text, parts, mark, err := decodeContent(sm.Content, field+".content")
 	if err != nil {
 		return m, err
 	}
-	m.Content, m.Parts = text, parts
+	m.Content, m.Parts, m.Cache = text, parts, mark
 	switch m.Role {
 	case llm.RoleAssistant:
 		m.Reasoning, m.Refusal = sm.ReasoningContent, sm.Refusal
@@ -261,15 +299,22 @@ func decodeServerMessage(sm *serverMessage, field string) (llm.Message, error) {
 			m.ToolCalls = append(m.ToolCalls, llm.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 		}
 	case llm.RoleTool:
-		m.ToolCallID = sm.ToolCallID
+		m.ToolCallID, m.ToolName = sm.ToolCallID, sm.Name
 	}
 	return m, nil
 }
 
 // decodeContent reads content: a string, null, or an array of parts. A
-// parts array that holds only text is folded into one string.
-func decodeContent(raw json.RawMessage, field string) (string, []llm.Part, error) {
-	return decodeParts(raw, field, "an array of parts", func(cp *contentPart, f string) (llm.Part, error) {
+// parts array that holds only text is folded into one string. A part's
+// cache_control marks the message as a cache breakpoint (mark).
+func decodeContent(raw json.RawMessage, field string) (string, []llm.Part, *llm.CacheMark, error) {
+	var mark *llm.CacheMark
+	text, parts, err := decodeParts(raw, field, "an array of parts", func(cp *contentPart, f string) (llm.Part, error) {
+		if m, err := cp.CacheControl.mark(f + ".cache_control"); err != nil {
+			return llm.Part{}, err
+		} else if m != nil {
+			mark = m
+		}
 		switch cp.Type {
 		case "text":
 			return llm.TextPart(cp.Text), nil
@@ -290,6 +335,47 @@ func decodeContent(raw json.RawMessage, field string) (string, []llm.Part, error
 		}
 		return llm.Part{}, badField(f+".type", "%q is not served", cp.Type)
 	})
+	return text, parts, mark, err
+}
+
+// jsonFieldError names the field a body's JSON failed to decode at, in the
+// client's terms ("messages.0.role" as messages[0].role), or the body.
+func jsonFieldError(err error, what string) error {
+	var ute *json.UnmarshalTypeError
+	if errors.As(err, &ute) && ute.Field != "" {
+		parts := strings.Split(ute.Field, ".")
+		var b strings.Builder
+		for i, p := range parts {
+			if _, nerr := strconv.Atoi(p); nerr == nil && i > 0 {
+				b.WriteString("[" + p + "]")
+				continue
+			}
+			if i > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(p)
+		}
+		return badField(b.String(), "is a JSON %s, want %s", ute.Value, kindOf(ute.Type.Kind()))
+	}
+	return badField("body", "%s: %v", what, err)
+}
+
+func kindOf(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		return "an integer"
+	case reflect.Float64, reflect.Float32:
+		return "a number"
+	case reflect.Slice:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "another type"
 }
 
 // decodeParts reads content that is null, a string, or a JSON array of
@@ -672,6 +758,15 @@ func ServerErrorCode(status int, code, message string) []byte {
 // other than float and base64 are refused. base64 reports whether the
 // client asked for base64 vectors.
 func DecodeServerEmbed(body []byte) (req *llm.EmbedRequest, base64Vectors bool, err error) {
+	return DecodeEmbedRequest(body, true)
+}
+
+// DecodeEmbedRequest is DecodeServerEmbed; without requireModel a request
+// that names no model is taken (a batch line). The gateway and "chorus
+// batch" read embedding request bodies through it. user is taken and
+// sent nowhere (it names the end user to OpenAI only, and changes no
+// vector); any other field is refused, naming it.
+func DecodeEmbedRequest(body []byte, requireModel bool) (req *llm.EmbedRequest, base64Vectors bool, err error) {
 	var b struct {
 		Model          string          `json:"model"`
 		Input          json.RawMessage `json:"input"`
@@ -679,14 +774,27 @@ func DecodeServerEmbed(body []byte) (req *llm.EmbedRequest, base64Vectors bool, 
 		Dimensions     int             `json:"dimensions"`
 	}
 	if err := json.Unmarshal(body, &b); err != nil {
-		return nil, false, badField("body", "is not an embeddings request: %v", err)
+		return nil, false, jsonFieldError(err, "is not an embeddings request")
+	}
+	if e := wire.ExtraFields(body, embedFields, formatName); e != nil {
+		return nil, false, badField(e.Fields[0].Name, "is not served on embeddings (model, input, encoding_format, dimensions, user)")
 	}
 	req = &llm.EmbedRequest{Model: b.Model, Dimensions: b.Dimensions}
 	var one string
+	if len(b.Input) == 0 || string(b.Input) == "null" {
+		return nil, false, badField("input", "is missing")
+	}
 	if err := json.Unmarshal(b.Input, &one); err == nil {
 		req.Inputs = []string{one}
 	} else if err := json.Unmarshal(b.Input, &req.Inputs); err != nil {
-		return nil, false, badField("input", "is neither a string nor an array of strings")
+		return nil, false, badField("input", "is neither a string nor an array of strings (token arrays are not served)")
+	}
+	if len(req.Inputs) == 0 {
+		return nil, false, badField("input", "is empty")
+	}
+	if req.Model == "" && !requireModel {
+		req.Model = "-" // validated as if named: the caller names it
+		defer func() { req.Model = "" }()
 	}
 	switch b.EncodingFormat {
 	case "", "float":
