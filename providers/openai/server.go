@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"math"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 
