@@ -256,7 +256,8 @@ type config struct {
 	first    time.Duration
 	perDelta time.Duration
 	now      func() time.Time
-	batch    *batchAPI // WithBatchAPI
+	batch    *batchAPI    // WithBatchAPI
+	cache    *promptCache // WithPromptCache
 }
 
 // WithDefault sets the reply used when the script is empty. The default

@@ -435,6 +435,12 @@ func (s *Server) take(x *exchange) (Step, *plan, *rlState, bool) {
 		reply = &s.cfg.def
 	}
 	p := newPlan(reply, len(x.body), x.model, x.seq)
+	if c := s.cfg.cache; c != nil && reply.Usage == nil && x.format == FormatAnthropic {
+		if u, ok := c.usage(x.body); ok {
+			u.CompletionTokens, u.ReasoningTokens = p.usage.CompletionTokens, p.usage.ReasoningTokens
+			p.usage = u
+		}
+	}
 	var st *rlState
 	if s.lim.enabled() {
 		out := 0

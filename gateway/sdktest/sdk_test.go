@@ -40,9 +40,9 @@ type fixture struct {
 	hc *http.Client
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T, upOpts ...llmtest.Option) *fixture {
 	t.Helper()
-	up := llmtest.NewServer()
+	up := llmtest.NewServer(upOpts...)
 	rt, err := runtime.New(
 		runtime.WithProvider(providers.Config{ID: "openai", Format: providers.FormatOpenAI, BaseURL: up.OpenAIBaseURL(), APIKey: providerKey}),
 		runtime.WithProvider(providers.Config{ID: "anthropic", Format: providers.FormatAnthropic, BaseURL: up.AnthropicBaseURL(), APIKey: providerKey}),

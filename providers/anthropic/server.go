@@ -41,7 +41,8 @@ type serverRequest struct {
 	Metadata      *struct {
 		UserID string `json:"user_id"`
 	} `json:"metadata"`
-	ServiceTier string `json:"service_tier"`
+	ServiceTier  string        `json:"service_tier"`
+	CacheControl *cacheControl `json:"cache_control"`
 }
 
 // MessagesFields is every top-level field of a Messages request, as the
@@ -68,6 +69,9 @@ var MessagesFields = []llm.WireField{
 	{Name: "context_management", Class: llm.FieldPassthrough, Note: ""},
 	{Name: "mcp_servers", Class: llm.FieldPassthrough, Note: ""},
 	{Name: "inference_geo", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "speed", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "diagnostics", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "cache_control", Class: llm.FieldMapped, Note: "automatic caching: a breakpoint on the last message"},
 }
 
 var messagesFields = wire.NewClassified(MessagesFields)
@@ -161,6 +165,12 @@ func DecodeServerMessages(body []byte, countOnly bool) (*ServerMessages, error) 
 			return nil, err
 		}
 		req.Messages = append(req.Messages, ms...)
+	}
+	if b.CacheControl != nil && len(req.Messages) > 0 {
+		// Automatic caching: the prefix up to the last message is cached.
+		if last := &req.Messages[len(req.Messages)-1]; last.Cache == nil {
+			last.Cache = b.CacheControl.mark()
+		}
 	}
 	for _, t := range b.Tools {
 		req.Tools = append(req.Tools, llm.Tool{Name: t.Name, Description: t.Description, Parameters: t.InputSchema, Strict: t.Strict, Cache: t.CacheControl.mark()})

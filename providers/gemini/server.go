@@ -62,6 +62,21 @@ var GenerateFields = []llm.WireField{
 	{Name: "generationConfig.imageConfig", Class: llm.FieldPassthrough, Note: ""},
 	{Name: "generationConfig.mediaResolution", Class: llm.FieldPassthrough, Note: ""},
 	{Name: "generationConfig.enableEnhancedCivicAnswers", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "generationConfig.modelSelectionConfig", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "generationConfig.audioTimestamp", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "generationConfig.enableAffectiveDialog", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "generationConfig.routingConfig", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "generationConfig.responseFormat", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "generationConfig.translationConfig", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "generationConfig.audioTranscriptionConfig", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "labels", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "imageConfig", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "modelArmorConfig", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "serviceTier", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "continuationToken", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "automaticContinuation", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "generationOutputConfig", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "store", Class: llm.FieldPassthrough, Note: ""},
 }
 
 var (

@@ -106,6 +106,8 @@ var ChatFields = []llm.WireField{
 	{Name: "web_search_options", Class: llm.FieldPassthrough, Note: ""},
 	{Name: "functions", Class: llm.FieldPassthrough, Note: "the legacy functions API"},
 	{Name: "function_call", Class: llm.FieldPassthrough, Note: "the legacy functions API"},
+	{Name: "moderation", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "prompt_cache_options", Class: llm.FieldPassthrough, Note: ""},
 }
 
 var chatFields = wire.NewClassified(ChatFields)

@@ -105,6 +105,11 @@ var ResponsesFields = []llm.WireField{
 	{Name: "background", Class: llm.FieldRefused, Note: "true"},
 	{Name: "prompt", Class: llm.FieldPassthrough, Note: "a stored prompt template"},
 	{Name: "max_tool_calls", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "context_management", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "moderation", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "access_programs", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "image", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "prompt_cache_options", Class: llm.FieldPassthrough, Note: ""},
 }
 
 var responsesFields = wire.NewClassified(ResponsesFields)
