@@ -18,7 +18,9 @@ import (
 // uncached input. A request without a mark is not cached. Token counts
 // are a quarter of the bytes, as for uncached input. Replies with a Usage
 // of their own are reported as they are.
-func WithPromptCache() Option { return func(c *config) { c.cache = &promptCache{seen: map[[32]byte]bool{}} } }
+func WithPromptCache() Option {
+	return func(c *config) { c.cache = &promptCache{seen: map[[32]byte]bool{}} }
+}
 
 type promptCache struct {
 	mu   sync.Mutex
