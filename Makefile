@@ -86,8 +86,10 @@ race-cluster:
 		$(GO) run ./internal/racefilter <$$log; status=$$?; \
 		if [ $$status -ne 0 ]; then echo "race-cluster: the run's last lines:"; tail -40 $$log; fi; rm -f $$log; exit $$status
 
-# Replays every recorded exchange in ../shared/fixtures (chat, Responses,
-# the other operations) and prints the counts and the reasons for skips.
+# Replays every recorded exchange of the corpus (CHORUS_FIXTURES, by default
+# ../shared/fixtures beside the checkout; chat, Responses, the other
+# operations) and prints the counts and the reasons for skips. Without the
+# corpus its tests skip, saying so, unless CHORUS_REQUIRE_FIXTURES=1.
 conformance:
 	@log=$$(mktemp); $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^TestConformance' -v ./providers/ >$$log 2>&1; status=$$?; \
 		grep -E 'conformance: ' $$log | grep -v 'conformance:   -' | sed 's/^ *//'; tail -1 $$log; rm -f $$log; exit $$status

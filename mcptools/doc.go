@@ -109,7 +109,7 @@
 // with telemetry.WithContent, on Set.Call's execute_tool span).
 //
 // The trace context is not sent to the server in params._meta: the
-// conventions' notes this project follows (../shared/reference) do not
+// conventions' notes this project follows do not
 // ask for it, and a server that does not expect the keys would see them.
 //
 // # Which file owns what
