@@ -227,4 +227,7 @@
 // per 58 deltas instead of per 18 from a fast upstream, half the write
 // system calls. A larger FlushEvents (256) halved them again but saved no
 // CPU, so the default stays 64.
+//
+// Guide: docs/gateway.md in the repository, which starts from the task and
+// ends with how it is tested; this comment stays the reference.
 package gateway

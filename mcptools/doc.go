@@ -129,4 +129,7 @@
 // server-filesystem), pinned and installed by `make mcp-servers` into
 // .cache/npm; without that folder they fail under CI=true and skip
 // otherwise.
+//
+// Guide: docs/mcp.md in the repository, which starts from the task and ends
+// with how it is tested; this comment stays the reference.
 package mcptools
