@@ -3,8 +3,9 @@
 # working tree) against a base commit, with golang.org/x/exp/cmd/apidiff at
 # the version .ci/apidiff/go.mod pins (built from the Go module proxy's
 # source, checked by its go.sum). Every incompatible change fails the check
-# unless CHANGELOG.md's Unreleased section names it, as apidiff prints it
-# without the leading "./" (e.g. `runtime.WithLimits`, `gateway.Options.Keys`).
+# unless CHANGELOG.md's Unreleased section names it (outside its Added
+# subsection, as a whole name), as apidiff prints it without the leading
+# "./" (e.g. `runtime.WithLimits`, `gateway.Options.Keys`).
 #
 # The base is $APIDIFF_BASE when set; else, on a branch other than main, the
 # merge-base with main; else HEAD~1 (the previous commit of main). Without a
@@ -62,11 +63,13 @@ if [ -z "$names" ]; then
 fi
 unreleased=""
 if [ -f CHANGELOG.md ]; then
-  unreleased="$(awk '/^## \[Unreleased\]/{on=1; next} /^## /{on=0} on' CHANGELOG.md)"
+  # The Unreleased section, less its Added subsection: an addition's entry
+  # does not excuse a break of the same name.
+  unreleased="$(awk '/^## \[Unreleased\]/{on=1; next} /^## /{on=0} on && /^### /{added=($2=="Added")} on && !added' CHANGELOG.md)"
 fi
 missing=0
 while IFS= read -r name; do
-  if grep -qF -- "$name" <<<"$unreleased"; then
+  if grep -qFw -- "$name" <<<"$unreleased"; then
     echo "apidiff: incompatible, in CHANGELOG.md: $name"
   else
     echo "apidiff: incompatible, not in CHANGELOG.md's Unreleased section: $name ($(grep -F -- "$name: " "$work/report" | head -1 | sed 's/^- [^:]*: //'))"

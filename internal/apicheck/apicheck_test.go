@@ -92,7 +92,8 @@ type Options struct{ Keys []string }
 // TestIncompatibleChangeFailsUntilNamed: changing F's signature and
 // removing a field fails the check, naming both; an Unreleased entry naming
 // only one still fails; naming both passes. An entry under a released
-// version does not count.
+// version, under Unreleased's Added, or a longer name that starts with it
+// does not count.
 func TestIncompatibleChangeFailsUntilNamed(t *testing.T) {
 	r := newRepo(t)
 	r.write("p/p.go", pkgV1)
@@ -110,10 +111,10 @@ func TestIncompatibleChangeFailsUntilNamed(t *testing.T) {
 		t.Fatalf("an internal package's change counted:\n%s", out)
 	}
 
-	r.write("CHANGELOG.md", "# Changelog\n\n## [Unreleased]\n\n### Changed\n\n- `p.F` takes two arguments.\n\n## [0.1.0] - 2026-01-01\n\n- `p.Options.Keys` was added.\n")
+	r.write("CHANGELOG.md", "# Changelog\n\n## [Unreleased]\n\n### Added\n\n- `p.Options.Keys` is documented.\n\n### Changed\n\n- `p.F` takes two arguments; `p.Options.KeysX` is new.\n\n## [0.1.0] - 2026-01-01\n\n- `p.Options.Keys` was added.\n")
 	r.commit("changelog, one of two")
 	if ok, out := r.check("APIDIFF_BASE=HEAD~2"); ok || !strings.Contains(out, "in CHANGELOG.md: p.F") || !strings.Contains(out, "not in CHANGELOG.md's Unreleased section: p.Options.Keys") {
-		t.Fatalf("one change named, one not (the other only under a release):\n%s", out)
+		t.Fatalf("one change named, one not (the other only under a release, under Added, or as a prefix):\n%s", out)
 	}
 
 	r.write("CHANGELOG.md", "# Changelog\n\n## [Unreleased]\n\n### Changed\n\n- `p.F` takes two arguments.\n\n### Removed\n\n- `p.Options.Keys`.\n")
