@@ -4,7 +4,7 @@ TEST_TIMEOUT ?= 900s
 FUZZTIME     ?= 10m
 PKGS         ?= ./...
 
-.PHONY: test jaeger vet race race-cluster conformance bench bench-check gobench fuzz lint e2e proto proto-check mcp-servers sdk-clients sdk-go
+.PHONY: test apidiff jaeger vet race race-cluster conformance bench bench-check gobench fuzz lint e2e proto proto-check mcp-servers sdk-clients sdk-go
 
 test: mcp-servers sdk-clients sdk-go jaeger vet race race-cluster conformance
 
@@ -86,11 +86,20 @@ race-cluster:
 		$(GO) run ./internal/racefilter <$$log; status=$$?; \
 		if [ $$status -ne 0 ]; then echo "race-cluster: the run's last lines:"; tail -40 $$log; fi; rm -f $$log; exit $$status
 
-# Replays every recorded exchange in ../shared/fixtures (chat, Responses,
-# the other operations) and prints the counts and the reasons for skips.
+# Replays every recorded exchange of the corpus (CHORUS_FIXTURES, by default
+# ../shared/fixtures beside the checkout; chat, Responses, the other
+# operations) and prints the counts and the reasons for skips. Without the
+# corpus its tests skip, saying so, unless CHORUS_REQUIRE_FIXTURES=1.
 conformance:
 	@log=$$(mktemp); $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^TestConformance' -v ./providers/ >$$log 2>&1; status=$$?; \
 		grep -E 'conformance: ' $$log | grep -v 'conformance:   -' | sed 's/^ *//'; tail -1 $$log; rm -f $$log; exit $$status
+
+# The exported API against the previous commit of main (the merge-base on a
+# branch; APIDIFF_BASE to choose): an incompatible change fails unless
+# CHANGELOG.md names it under ## [Unreleased] (.ci/apidiff.sh, tested by
+# internal/apicheck). apidiff is pinned by .ci/apidiff/go.mod.
+apidiff:
+	.ci/apidiff.sh
 
 # Benchmarks report numbers; they never fail the build.
 # make bench: the peer comparison and soak (bench/, its own module) -> bench/RESULTS.md, bench/ratios.png

@@ -55,4 +55,7 @@
 // asked. Replies travel to the sender's address, never through a Go
 // channel inside a message, so the same messages can cross a node boundary
 // once they have an encoding.
+//
+// Guide: docs/pacing.md in the repository, which starts from the task and
+// ends with how it is tested; this comment stays the reference.
 package actors

@@ -82,4 +82,7 @@
 // without a price has no cost (nil, shown "-"), never a guess. A priced
 // answer's output line carries usage.cost (US dollars, as OpenRouter
 // reports it). Error lines cost nothing.
+//
+// Guide: docs/batch.md in the repository, which starts from the task and
+// ends with how it is tested; this comment stays the reference.
 package batch

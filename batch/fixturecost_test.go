@@ -69,16 +69,13 @@ func recordedUsage(format string, body []byte) (rawUsage, bool) {
 }
 
 // TestUsageAndCostFromFixtures: for every recorded buffered answer of the
-// three formats in ../shared/fixtures, the usage the codec reports (the
+// three formats in the recorded corpus (CHORUS_FIXTURES), the usage the codec reports (the
 // same decode a native batch result goes through) splits input the Chorus
 // way (uncached, cache reads, cache writes apart) and agrees with the
 // recorded block, and the cost is each part at its own price, live and
 // at the batch discount. Answers with cache reads must be among them.
 func TestUsageAndCostFromFixtures(t *testing.T) {
-	dir, err := fixture.Dir()
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := fixture.Require(t)
 	entries, err := fixture.LoadIndex(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -17,15 +17,20 @@ import (
 // FuzzBatchInputLine: any input line parses to a request or an error naming
 // what is wrong, never a panic; a parsed request either validates or fails
 // validation with a *llm.ConfigError. Seeds: the sample batch and the
-// request bodies recorded in ../shared/fixtures (wrapped as batch lines).
+// request bodies of the recorded corpus when it is there (CHORUS_FIXTURES;
+// wrapped as batch lines).
 func FuzzBatchInputLine(f *testing.F) {
-	if data, err := os.ReadFile(filepath.Join("..", "..", "examples", "data", "prompts.jsonl")); err == nil {
+	if data, err := os.ReadFile(filepath.Join("..", "examples", "data", "prompts.jsonl")); err == nil {
 		sc := bufio.NewScanner(bytes.NewReader(data))
 		for sc.Scan() {
 			f.Add(append([]byte(nil), sc.Bytes()...))
 		}
 	}
-	if dir, err := fixture.Dir(); err == nil {
+	dir, err := fixture.Dir()
+	if err != nil && fixture.Required() {
+		f.Fatal(err)
+	}
+	if err == nil {
 		if entries, err := fixture.LoadIndex(dir); err == nil {
 			for _, e := range entries {
 				if e.Synthetic() {

@@ -132,4 +132,7 @@
 //     A remote stream adds about 0.8 µs per delta, a session turn driven
 //     from another node about 1 ms (BenchmarkRemoteStream,
 //     BenchmarkRemoteSessionStep).
+//
+// Guide: docs/cluster.md in the repository, which starts from the task and
+// ends with how it is tested; this comment stays the reference.
 package cluster

@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/chorusrt/chorus/batch"
+	"github.com/chorusrt/chorus/internal/version"
 	"github.com/chorusrt/chorus/sim"
 )
 
@@ -69,6 +70,55 @@ func browser(t *testing.T) context.Context {
 		t.Fatalf("starting chromium: %v", err)
 	}
 	return ctx
+}
+
+// pageLog gathers what the pages write to the browser's console that is an
+// error: an uncaught exception, console.error, or an entry of the browser's
+// log at level error (a resource answered 404 or failed to load is one).
+type pageLog struct {
+	mu   sync.Mutex
+	errs []string
+}
+
+// watchConsole starts gathering the tab's console errors until the test ends.
+func watchConsole(t *testing.T, ctx context.Context) *pageLog {
+	t.Helper()
+	l := &pageLog{}
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	msgs := chromedp.Console(cctx) // subscribed now: nothing after this is lost
+	go func() {
+		defer close(done)
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			if m.Type == chromedp.ConsoleError || m.IsException() {
+				l.mu.Lock()
+				l.errs = append(l.errs, m.String()+" "+m.URL)
+				l.mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return l
+}
+
+// clean fails the test if any console error was logged since the last check
+// (naming the page), and starts the next page's count afresh.
+func (l *pageLog) clean(t *testing.T, page string) {
+	t.Helper()
+	time.Sleep(300 * time.Millisecond) // the page's last requests are answered
+	l.mu.Lock()
+	errs := l.errs
+	l.errs = nil
+	l.mu.Unlock()
+	if len(errs) > 0 {
+		t.Errorf("page %s logged %d console error(s):\n%s", page, len(errs), strings.Join(errs, "\n"))
+	}
 }
 
 // within runs steps with a timeout.
@@ -141,6 +191,7 @@ func TestBrowser(t *testing.T) {
 	k := newKit(t, kitOpts{sim: sim.Options{RPM: 6000, TPM: 400000, Latency: 40 * time.Millisecond}, tick: 250 * time.Millisecond})
 	ctx := browser(t)
 	dir := artifacts(t)
+	plog := watchConsole(t, ctx)
 
 	// A batch that runs for a while.
 	var lines strings.Builder
@@ -178,6 +229,11 @@ func TestBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS("#login-submit")),
 		chromedp.WaitVisible(chromedp.CSS("#credentials tbody tr[data-key]")),
 	)
+	plog.clean(t, "login, credentials")
+	// The footer names the build (what chorus version and GET /version say).
+	if got, want := evalJS[string](t, ctx, `document.querySelector('footer#version').textContent`), "Chorus "+version.Get().String(); got != want {
+		t.Errorf("footer %q, want %q", got, want)
+	}
 	// Credentials: the requests count and the budget left move by
 	// themselves; the chart is drawn.
 	before, after := changes(t, ctx, "the credential table", `document.querySelector('#credentials tbody tr[data-key] td:nth-child(5)').textContent`)
@@ -188,6 +244,7 @@ func TestBrowser(t *testing.T) {
 	}
 	time.Sleep(3 * time.Second) // a few chart samples
 	shoot(t, ctx, dir, "credentials")
+	plog.clean(t, "credentials")
 
 	// Batches: the progress moves by itself.
 	within(t, ctx, 20*time.Second, "batches page",
@@ -197,6 +254,7 @@ func TestBrowser(t *testing.T) {
 	before, after = changes(t, ctx, "the batch progress", `document.querySelector('#batches .job .stats').textContent`)
 	t.Logf("batch: %q -> %q", before, after)
 	shoot(t, ctx, dir, "batches")
+	plog.clean(t, "batches")
 
 	// Sessions: both wait for approval.
 	within(t, ctx, 20*time.Second, "sessions page",
@@ -207,6 +265,7 @@ func TestBrowser(t *testing.T) {
 		t.Fatalf("sessions table: %q", got)
 	}
 	shoot(t, ctx, dir, "sessions")
+	plog.clean(t, "sessions")
 
 	// Approvals: approve refund-7 with a note.
 	row := fmt.Sprintf(`tr[data-session="refund-7"][data-interrupt="%s"]`, in.ID)
@@ -220,6 +279,7 @@ func TestBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(row+" button.approve")),
 	)
 	waitText(t, ctx, row+" .result", "approved")
+	plog.clean(t, "approvals")
 	if k.refunds("refund-7") > 1 {
 		t.Fatal("the refund ran twice")
 	}
@@ -246,17 +306,20 @@ func TestBrowser(t *testing.T) {
 	}
 	waitText(t, ctx, "#events", "turn_finished")
 	shoot(t, ctx, dir, "session")
+	plog.clean(t, "sessions/refund-7")
 	// The probe on every page that shows content.
 	for _, p := range []string{"sessions/refund-7", "approvals", "sessions"} {
 		within(t, ctx, 20*time.Second, p, chromedp.Navigate(k.srv.URL+PagePrefix+p), chromedp.WaitVisible(chromedp.CSS("main")), chromedp.Sleep(600*time.Millisecond))
 		if pwned := evalJS[bool](t, ctx, `typeof window.__pwned !== "undefined"`); pwned {
 			t.Fatalf("page %s: the hostile content ran", p)
 		}
+		plog.clean(t, p)
 	}
 	within(t, ctx, 20*time.Second, "cluster page", chromedp.Navigate(k.srv.URL+PagePrefix+"cluster"), chromedp.WaitVisible(chromedp.CSS("main")))
 	if got := evalJS[string](t, ctx, `document.querySelector("main").textContent`); !strings.Contains(got, "does not run on a cluster member") {
 		t.Fatalf("cluster page outside a cluster: %q", got)
 	}
+	plog.clean(t, "cluster")
 	t.Logf("screenshots in %s", dir)
 }
 

@@ -130,6 +130,7 @@ func TestConsoleOnClusterNode(t *testing.T) {
 		t.Fatalf("send c-2: %d", r.status)
 	}
 	ctx := browser(t)
+	plog := watchConsole(t, ctx)
 	within(t, ctx, 20*time.Second, "login and cluster page",
 		chromedp.Navigate(srv.URL+PagePrefix+"login?next=/console/cluster"),
 		chromedp.WaitVisible(chromedp.CSS("#token")),
@@ -140,4 +141,5 @@ func TestConsoleOnClusterNode(t *testing.T) {
 	waitText(t, ctx, "#placement", n.Address())
 	waitText(t, ctx, "#budget-owners", n.Address())
 	shoot(t, ctx, artifacts(t), "cluster")
+	plog.clean(t, "login, cluster")
 }

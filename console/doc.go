@@ -115,4 +115,7 @@
 //   - Batch progress comes from a batch.Registry the program feeds (each
 //     job's Tracker.Observe as its Job.Observe): chorus serve and chorus
 //     node show the jobs run in their own process.
+//
+// Guide: docs/console.md in the repository, which starts from the task and
+// ends with how it is tested; this comment stays the reference.
 package console

@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/chorusrt/chorus/internal/version"
 )
 
 //go:embed web
@@ -26,6 +28,8 @@ func newPages() (*pages, error) {
 	funcs := template.FuncMap{
 		"prefix": func() string { return PagePrefix },
 		"api":    func() string { return APIPrefix },
+		// The build's version (module version, VCS revision), in the footer.
+		"version": func() string { return version.Get().String() },
 		"ts": func(t time.Time) string {
 			if t.IsZero() {
 				return "-"

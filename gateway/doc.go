@@ -88,6 +88,18 @@
 // A Gemini functionCall without an id is given its name as id; a
 // functionResponse answers the call with its id, else its name.
 //
+// The root, for whoever opens the address (root.go; no key needed):
+//
+//	GET /          a browser (Accept: text/html) is sent to Options.Console
+//	               when a console is mounted; otherwise the version and the
+//	               endpoint families above as JSON (Root)
+//	GET /version   the build's version (module version, VCS revision)
+//
+// A path no route serves is a 404 in the client's own format (Gemini's under
+// /v1beta/, Anthropic's for a client sending anthropic-version or x-api-key,
+// OpenAI's otherwise with code unknown_endpoint) that names the method and
+// path and says it is not an endpoint.
+//
 // Any model behind any format: an Anthropic client may call
 // openai/gpt-4.1-mini and an OpenAI client anthropic/claude-haiku-4-5; the
 // request and answer are translated through package llm. A streamed
@@ -215,4 +227,7 @@
 // per 58 deltas instead of per 18 from a fast upstream, half the write
 // system calls. A larger FlushEvents (256) halved them again but saved no
 // CPU, so the default stays 64.
+//
+// Guide: docs/gateway.md in the repository, which starts from the task and
+// ends with how it is tested; this comment stays the reference.
 package gateway

@@ -123,6 +123,10 @@ type Options struct {
 	// global TracerProvider). Give it the runtime's, so that each server
 	// span and the runtime's spans of its call are one trace.
 	Telemetry *telemetry.Telemetry
+	// Console is the path the console is mounted at beside the gateway
+	// ("/console/"): a browser opening / is sent there (root.go). Empty:
+	// no console.
+	Console string
 }
 
 // Handler serves the providers' wire formats over a runtime. It is an
@@ -256,9 +260,7 @@ func (h *Handler) routes() {
 	h.mux.HandleFunc("POST /v1/messages", h.anthropicMessages)
 	h.mux.HandleFunc("POST /v1/messages/count_tokens", h.anthropicCountTokens)
 	h.mux.HandleFunc("POST /v1beta/models/{rest...}", h.gemini)
-	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		h.fail(w, formatOf(r), &Error{Status: http.StatusNotFound, Message: "no such endpoint: " + r.Method + " " + r.URL.Path})
-	})
+	h.rootRoutes() // root.go: /, /version and the 404 of an unknown path
 }
 
 // ServeHTTP serves one request, in an HTTP server span (trace.go).

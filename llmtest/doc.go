@@ -77,4 +77,7 @@
 //
 // The package speaks the wire formats itself (encoding/json on its own
 // structs) and never imports the provider codecs it is meant to test.
+//
+// Guide: docs/testing.md in the repository, which starts from the task and
+// ends with how it is tested; this comment stays the reference.
 package llmtest

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -168,38 +166,3 @@ func get(v any, path ...any) any {
 func str(v any) string { s, _ := v.(string); return s }
 
 func num(v any) int { f, _ := v.(float64); return int(f) }
-
-// fixturesDir finds ../shared/fixtures beside the module root.
-func fixturesDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			missing(t, "module root not found")
-		}
-		dir = parent
-	}
-	fx := filepath.Join(dir, "..", "shared", "fixtures")
-	if _, err := os.Stat(filepath.Join(fx, "INDEX.tsv")); err != nil {
-		missing(t, "fixtures not found at "+fx)
-	}
-	return fx
-}
-
-// missing skips a test whose inputs (the fixture corpus beside the module)
-// are absent on a developer's machine, and fails it under CI, where a check
-// that did not run must not pass as green.
-func missing(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s (CI is set: a missing input fails, never skips)", why)
-	}
-	t.Skip(why)
-}

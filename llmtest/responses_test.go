@@ -225,7 +225,7 @@ func TestResponsesRateLimitHeaders(t *testing.T) {
 // real recorded Responses traffic of the corpus, and the keys clients read
 // are all there.
 func TestResponsesShapesMatchRecordings(t *testing.T) {
-	dir := fixturesDir(t)
+	dir := fixture.Require(t)
 	idx, err := fixture.LoadIndex(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chorusrt/chorus/internal/testkit/fixture"
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/llmtest"
 )
@@ -41,7 +42,7 @@ func keyPaths(v any, prefix string, set map[string]bool) {
 // object's "type" (Anthropic) or under "" (other formats).
 func recordedPaths(t *testing.T, byType bool, files ...string) map[string]map[string]bool {
 	t.Helper()
-	dir := fixturesDir(t)
+	dir := fixture.Require(t)
 	quality := indexQuality(t, dir)
 	out := map[string]map[string]bool{}
 	used := 0
@@ -74,7 +75,7 @@ func recordedPaths(t *testing.T, byType bool, files ...string) map[string]map[st
 		used++
 	}
 	if used == 0 {
-		missing(t, "no usable recordings")
+		t.Fatal("the corpus holds none of the recordings this test reads")
 	}
 	return out
 }

@@ -109,7 +109,7 @@
 // with telemetry.WithContent, on Set.Call's execute_tool span).
 //
 // The trace context is not sent to the server in params._meta: the
-// conventions' notes this project follows (../shared/reference) do not
+// conventions' notes this project follows do not
 // ask for it, and a server that does not expect the keys would see them.
 //
 // # Which file owns what
@@ -129,4 +129,7 @@
 // server-filesystem), pinned and installed by `make mcp-servers` into
 // .cache/npm; without that folder they fail under CI=true and skip
 // otherwise.
+//
+// Guide: docs/mcp.md in the repository, which starts from the task and ends
+// with how it is tested; this comment stays the reference.
 package mcptools

@@ -46,4 +46,7 @@
 //     vectors by input index, whatever order the requests finish in.
 //
 // Package pipeline/rx offers the same stages as RxGo Observables.
+//
+// Guide: docs/pipelines.md in the repository, which starts from the task and
+// ends with how it is tested; this comment stays the reference.
 package pipeline

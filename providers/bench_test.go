@@ -20,10 +20,7 @@ const recordedStream = "openai/vercel-ai/packages/openai/src/chat/__fixtures__/o
 
 func loadRecorded(b *testing.B, file string) []byte {
 	b.Helper()
-	dir, err := fixture.Dir()
-	if err != nil {
-		b.Skip(err)
-	}
+	dir := fixture.Require(b)
 	entries, err := fixture.LoadIndex(dir)
 	if err != nil {
 		b.Fatal(err)

@@ -17,7 +17,7 @@ import (
 )
 
 // TestConformance replays every non-synthetic recorded chat exchange in
-// ../shared/fixtures through the matching provider client and checks the
+// the recorded corpus (CHORUS_FIXTURES) through the matching provider client and checks the
 // canonical result against facts read independently from the recording:
 // the text equals the concatenated deltas, tool-call arguments are valid
 // JSON, the finish reason is the canonical mapping of the recorded one, the
@@ -25,10 +25,7 @@ import (
 // where present. Error exchanges must come back as an *llm.APIError with the
 // recorded status.
 func TestConformance(t *testing.T) {
-	dir, err := fixture.Dir()
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := fixture.Require(t)
 	entries, err := fixture.LoadIndex(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -10,14 +10,14 @@ import (
 
 // TestE2EOllama runs chat, streaming, embeddings and the model list against
 // a real OpenAI-compatible server: Ollama started by
-// ../shared/tools/ollama-local.sh (OLLAMA_BASE_URL). It asserts what Chorus
+// any means (OLLAMA_BASE_URL). It asserts what Chorus
 // guarantees (the call succeeds, the stream completes, finish reasons are
 // canonical, usage is parsed), never what the tiny model says. It skips
 // unless OLLAMA_BASE_URL is set: the default test run needs no server.
 func TestE2EOllama(t *testing.T) {
 	base := os.Getenv("OLLAMA_BASE_URL")
 	if base == "" {
-		t.Skip("OLLAMA_BASE_URL is not set (start a server with ../shared/tools/ollama-local.sh)")
+		t.Skip("OLLAMA_BASE_URL is not set (the base URL of a running Ollama server)")
 	}
 	model := os.Getenv("OLLAMA_E2E_MODEL")
 	if model == "" {

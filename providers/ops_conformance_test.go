@@ -102,10 +102,7 @@ func classifyOp(e fixture.Entry, ex fixture.Exchange) (op opExchange, why string
 // ids and their limits, the transcript. Recorded errors must come back as an
 // *llm.APIError with the recorded status.
 func TestConformanceOps(t *testing.T) {
-	dir, err := fixture.Dir()
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := fixture.Require(t)
 	entries, err := fixture.LoadIndex(dir)
 	if err != nil {
 		t.Fatal(err)

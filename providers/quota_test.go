@@ -19,10 +19,7 @@ import (
 // first and its message last. Gemini's per-minute 429 says "You exceeded
 // your current quota" like an exhausted one; its details tell them apart.
 func TestQuotaFromStructuredFields(t *testing.T) {
-	dir, err := fixture.Dir()
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := fixture.Require(t)
 	recorded, err := os.ReadFile(filepath.Join(dir, "gemini/vercel-ai/packages/google/src/__fixtures__/google-429-retry-info.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -24,10 +24,7 @@ import (
 // where present. Error answers must come back as an *llm.APIError with the
 // recorded status (or, inside a 200, status 0 and the recorded code).
 func TestConformanceResponses(t *testing.T) {
-	dir, err := fixture.Dir()
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := fixture.Require(t)
 	entries, err := fixture.LoadIndex(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -67,4 +67,8 @@
 //     Close stops the runtime's own actors and leaves the system. Inside a
 //     cluster node the runtime uses the node's system instead (see
 //     package cluster).
+//
+// Guide: docs/runtime.md (keys, limits, aliases) and docs/pacing.md (how
+// rate limits are learnt and kept) in the repository, which starts from the
+// task and ends with how it is tested; this comment stays the reference.
 package runtime

@@ -192,4 +192,7 @@
 //     run, tool attempts to settle under the crash rules, queued
 //     messages), reading the others' journals without keeping them; a
 //     turn waiting only for approvals waits passivated.
+//
+// Guide: docs/sessions.md in the repository, which starts from the task and
+// ends with how it is tested; this comment stays the reference.
 package session

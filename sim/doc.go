@@ -56,4 +56,8 @@
 //
 // The llmtest server records every request it serves (llmtest.Server.Requests),
 // so a long-running simulator's memory grows with the requests it has seen.
+//
+// Guide: docs/providers.md (the simulator) in the repository, which starts
+// from the task and ends with how it is tested; this comment stays the
+// reference.
 package sim

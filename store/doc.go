@@ -119,4 +119,7 @@
 // the connection's search_path (set search_path in the DSN to keep journals
 // apart), under an advisory lock so that processes starting together do
 // not collide.
+//
+// Guide: docs/sessions.md in the repository, which starts from the task and
+// ends with how it is tested; this comment stays the reference.
 package store

@@ -57,4 +57,7 @@
 // pipeline and runtime all take a *Telemetry and users build one; one
 // *Telemetry per runtime, manager or job (its instruments are created
 // once); a nil one means the providers that are global at that moment.
+//
+// Guide: docs/observability.md in the repository, which starts from the task
+// and ends with how it is tested; this comment stays the reference.
 package telemetry

@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/chorusrt/chorus/batch"
+	"github.com/chorusrt/chorus/console"
 	"github.com/chorusrt/chorus/gateway"
 	"github.com/chorusrt/chorus/runtime"
 )
@@ -297,7 +298,9 @@ func cmdServe(ctx context.Context, e env, args []string) int {
 	defer st.close(5 * time.Second)
 	// The gateway's batch jobs show on the console's Batches page.
 	batches := batch.NewRegistry(20)
-	gopts := gateway.Options{Keys: keys, Logger: slog.New(slog.NewTextHandler(e.stderr, nil)), FilesDir: *filesDir, Batches: batches, FanOut: cfg.gateway.fanOut, DefaultProviders: cfg.gateway.providers}
+	gopts := gateway.Options{Keys: keys, Logger: slog.New(slog.NewTextHandler(e.stderr, nil)), FilesDir: *filesDir, Batches: batches, FanOut: cfg.gateway.fanOut,
+		DefaultProviders: cfg.gateway.providers,
+		Console:          console.PagePrefix} // a browser at / lands on the console
 	if *nativeBatches {
 		gopts.BatchNative = &batch.Native{Clients: nativeClients(e)}
 	}

@@ -32,4 +32,7 @@
 //   - Failures are error items: the stream's error last, each fan-out
 //     model's *pipeline.ModelError when that model fails. Batch items carry
 //     their own errors and never end the Observable.
+//
+// Guide: docs/pipelines.md in the repository, which starts from the task and
+// ends with how it is tested; this comment stays the reference.
 package rx

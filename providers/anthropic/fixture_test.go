@@ -26,10 +26,7 @@ type recorded struct {
 // request and count as Messages answers).
 func messagesExchanges(t *testing.T) []recorded {
 	t.Helper()
-	dir, err := fixture.Dir()
-	if err != nil {
-		t.Fatalf("fixture dir: %v", err)
-	}
+	dir := fixture.Require(t)
 	idx, err := fixture.LoadIndex(dir)
 	if err != nil {
 		t.Fatalf("index: %v", err)

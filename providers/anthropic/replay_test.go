@@ -15,10 +15,7 @@ import (
 // TestReplayOverHTTP sends a built request to a loopback server replaying a
 // recorded stream and decodes the chunked body as it arrives.
 func TestReplayOverHTTP(t *testing.T) {
-	dir, err := fixture.Dir()
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := fixture.Require(t)
 	idx, err := fixture.LoadIndex(dir)
 	if err != nil {
 		t.Fatal(err)

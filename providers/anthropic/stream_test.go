@@ -360,10 +360,7 @@ func TestStreamServerToolUseIsNotAClientCall(t *testing.T) {
 // the assistant turn replays every thinking block first, in order, with its
 // own signature, exactly as the recorded follow-up request sent it.
 func TestThinkingRoundTrip(t *testing.T) {
-	dir, err := fixture.Dir()
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := fixture.Require(t)
 	idx, err := fixture.LoadIndex(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -41,12 +41,8 @@ var (
 // fixtures, in index order.
 func geminiExchanges(t *testing.T) []exchange {
 	t.Helper()
+	dir := fixture.Require(t)
 	corpusOnce.Do(func() {
-		dir, err := fixture.Dir()
-		if err != nil {
-			corpusErr = err
-			return
-		}
 		idx, err := fixture.LoadIndex(dir)
 		if err != nil {
 			corpusErr = err

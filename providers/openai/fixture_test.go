@@ -33,10 +33,7 @@ var chatProviders = map[string]bool{
 // __fixtures__ directory are chat completions too.
 func loadChatFixtures(t *testing.T) (streams, buffered []chatFixture) {
 	t.Helper()
-	dir, err := fixture.Dir()
-	if err != nil {
-		t.Fatalf("fixtures: %v", err)
-	}
+	dir := fixture.Require(t)
 	idx, err := fixture.LoadIndex(dir)
 	if err != nil {
 		t.Fatalf("fixtures: %v", err)
@@ -381,10 +378,7 @@ func TestStreamFixtures(t *testing.T) {
 // fixtureBodies returns the response bodies of one fixture file.
 func fixtureBodies(t *testing.T, file string) [][]byte {
 	t.Helper()
-	dir, err := fixture.Dir()
-	if err != nil {
-		t.Fatalf("fixtures: %v", err)
-	}
+	dir := fixture.Require(t)
 	idx, err := fixture.LoadIndex(dir)
 	if err != nil {
 		t.Fatalf("fixtures: %v", err)

@@ -61,10 +61,7 @@ func TestParseChatFastMatchesSlow(t *testing.T) {
 	if _, ok := parseChatFast([]byte(fastSeeds[0])); !ok {
 		t.Fatal("the common answer is not taken by the fast path")
 	}
-	dir, err := fixture.Dir()
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := fixture.Require(t)
 	entries, err := fixture.LoadIndex(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -37,10 +37,7 @@ func isResponsesPath(raw string) bool {
 // and the payload-only vercel-ai files under src/responses/__fixtures__.
 func loadResponsesFixtures(t *testing.T) []rxFixture {
 	t.Helper()
-	dir, err := fixture.Dir()
-	if err != nil {
-		t.Fatalf("fixtures: %v", err)
-	}
+	dir := fixture.Require(t)
 	idx, err := fixture.LoadIndex(dir)
 	if err != nil {
 		t.Fatalf("fixtures: %v", err)
@@ -483,10 +480,7 @@ func TestResponsesStreamMatchesBuffered(t *testing.T) {
 // fixtureExchanges loads one fixture file's exchanges.
 func fixtureExchanges(t *testing.T, file string) []fixture.Exchange {
 	t.Helper()
-	dir, err := fixture.Dir()
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := fixture.Require(t)
 	idx, err := fixture.LoadIndex(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,7 @@
 // same bytes.
 //
 // The shapes are those of real recorded exchanges (see
-// ../shared/fixtures): OpenAI chunks carry id, object, created, model,
+// the corpus CHORUS_FIXTURES names): OpenAI chunks carry id, object, created, model,
 // service_tier, system_fingerprint, logprobs, usage:null and the
 // obfuscation padding; Anthropic data lines are padded with spaces and
 // interleaved with a ping; Gemini events use ", " separators, carry

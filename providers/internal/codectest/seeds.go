@@ -17,10 +17,7 @@ const MaxSeed = 64 << 10
 // tb when the fixtures cannot be loaded or when no body is left.
 func Seeds(tb testing.TB, provider func(string) bool, keep func(e fixture.Entry, ex fixture.Exchange) bool) [][]byte {
 	tb.Helper()
-	dir, err := fixture.Dir()
-	if err != nil {
-		tb.Fatalf("fixtures: %v", err)
-	}
+	dir := fixture.Require(tb)
 	idx, err := fixture.LoadIndex(dir)
 	if err != nil {
 		tb.Fatalf("fixtures: %v", err)

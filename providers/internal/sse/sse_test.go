@@ -150,10 +150,7 @@ func FuzzReader(f *testing.F) {
 // fixtures, deduplicated, at most 64 KiB each.
 func fixtureStreams(tb testing.TB) [][]byte {
 	tb.Helper()
-	dir, err := fixture.Dir()
-	if err != nil {
-		tb.Fatalf("fixtures: %v", err)
-	}
+	dir := fixture.Require(tb)
 	idx, err := fixture.LoadIndex(dir)
 	if err != nil {
 		tb.Fatalf("fixtures: %v", err)
