@@ -146,3 +146,32 @@ func TestConfigDrivesBatch(t *testing.T) {
 		t.Errorf("exit %d:\n%s", code, stderr)
 	}
 }
+
+// TestConfigModelNamesAndFidelity: model_patterns, gateway.default_providers
+// and drop_unsupported (global and per key) are read as docs/gateway.md
+// shows them.
+func TestConfigModelNamesAndFidelity(t *testing.T) {
+	cfg, err := parseConfig("chorus.yaml", []byte(`
+model_patterns:
+  - {match: "gpt-*", provider: sim}
+gateway:
+  default_providers:
+    anthropic: ""
+    openai: sim
+  drop_unsupported: true
+  keys:
+    - {name: a, sha256: "`+strings.Repeat("ab", 32)+`", drop_unsupported: true}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.patterns) != 1 || cfg.patterns[0].match != "gpt-*" || cfg.patterns[0].provider != "sim" {
+		t.Errorf("patterns %+v", cfg.patterns)
+	}
+	if p, ok := cfg.gateway.providers["anthropic"]; !ok || p != "" || cfg.gateway.providers["openai"] != "sim" {
+		t.Errorf("default providers %+v", cfg.gateway.providers)
+	}
+	if !cfg.gateway.drop || len(cfg.gateway.keys) != 1 || !cfg.gateway.keys[0].key.DropUnsupported {
+		t.Errorf("drop_unsupported: %v %+v", cfg.gateway.drop, cfg.gateway.keys)
+	}
+}

@@ -72,10 +72,12 @@ on the same port: credentials, batches, sessions and their approvals.
 //	    compare: [openai/gpt-4.1-mini, anthropic/claude-haiku-4-5]
 //	  default_providers:        # the provider of a bare model name per client format
 //	    openai: local           # (default: the format's own provider; "" serves none)
+//	  drop_unsupported: true    # send without the fields an upstream cannot honour (default: 400)
 type gatewayConfig struct {
 	keys      []gatewayKeyDef
 	fanOut    map[string][]string // fan_out: name -> models
 	providers map[string]string   // default_providers: format -> provider
+	drop      bool                // drop_unsupported
 }
 
 type gatewayKeyDef struct {
@@ -97,16 +99,24 @@ func (p *configParser) gateway(n *yaml.Node, cfg *fileConfig) error {
 				default:
 					return p.errf(k, "gateway.default_providers: unknown format %q (known: openai, anthropic, gemini)", format)
 				}
-				id, err := p.str(v, "gateway.default_providers."+format)
+				var id string
+				var err error
+				if v.Kind != yaml.ScalarNode || v.Value != "" { // "" serves no bare name
+					id, err = p.str(v, "gateway.default_providers."+format)
+				}
 				if err == nil && id != "" && !cfg.knows(id) {
 					err = p.errf(v, "gateway.default_providers.%s: provider %q is unknown (built in, sim, or one under providers:)", format, id)
 				}
 				cfg.gateway.providers[format] = id
 				return err
 			})
+		case "drop_unsupported":
+			b, err := p.boolean(v, "gateway.drop_unsupported")
+			cfg.gateway.drop = b
+			return err
 		case "keys":
 		default:
-			return p.errf(k, "gateway: unknown key %q (known: keys, fan_out, default_providers)", key)
+			return p.errf(k, "gateway: unknown key %q (known: keys, fan_out, default_providers, drop_unsupported)", key)
 		}
 		if v.Kind != yaml.SequenceNode {
 			return p.errf(v, "gateway.keys: want a list of {name, sha256 or key_env, models, rpm, tpm, concurrency, budget_usd}")
@@ -154,8 +164,10 @@ func (p *configParser) gateway(n *yaml.Node, cfg *fileConfig) error {
 						return p.errf(v, "%s.budget_usd: want an amount of US dollars (zero or more), got %q", what, v.Value)
 					}
 					d.key.BudgetUSD = f
+				case "drop_unsupported":
+					d.key.DropUnsupported, err = p.boolean(v, what+".drop_unsupported")
 				default:
-					err = p.errf(k, "%s: unknown key %q (known: name, sha256, key_env, models, rpm, tpm, concurrency, budget_usd)", what, key)
+					err = p.errf(k, "%s: unknown key %q (known: name, sha256, key_env, models, rpm, tpm, concurrency, budget_usd, drop_unsupported)", what, key)
 				}
 				return err
 			})
@@ -299,7 +311,7 @@ func cmdServe(ctx context.Context, e env, args []string) int {
 	// The gateway's batch jobs show on the console's Batches page.
 	batches := batch.NewRegistry(20)
 	gopts := gateway.Options{Keys: keys, Logger: slog.New(slog.NewTextHandler(e.stderr, nil)), FilesDir: *filesDir, Batches: batches, FanOut: cfg.gateway.fanOut,
-		DefaultProviders: cfg.gateway.providers,
+		DefaultProviders: cfg.gateway.providers, DropUnsupported: cfg.gateway.drop,
 		Console:          console.PagePrefix} // a browser at / lands on the console
 	if *nativeBatches {
 		gopts.BatchNative = &batch.Native{Clients: nativeClients(e)}
