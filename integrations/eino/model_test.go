@@ -562,3 +562,35 @@ func TestOverAProvidersClient(t *testing.T) {
 		t.Errorf("model %q", srv.Requests()[0].Model)
 	}
 }
+
+// TestFinishReasonsAndRefusal: a cut answer finishes "length", a refusal
+// "content_filter" with its text as the content and under ExtraRefusal,
+// buffered and streamed.
+func TestFinishReasonsAndRefusal(t *testing.T) {
+	srv := llmtest.NewServer()
+	defer srv.Close()
+	rt := newRT(t, runtime.WithProvider(wires[0].cfg(srv)))
+	m := newModel(t, rt, chorus.Config{Model: wires[0].model})
+	for _, streamed := range []bool{false, true} {
+		srv.Push(llmtest.Respond(llmtest.Reply{Text: "cut sho", Finish: llm.FinishLength}), llmtest.Respond(llmtest.Reply{Refusal: "I cannot help with that."}))
+		for _, want := range []struct{ content, finish, refusal string }{{"cut sho", "length", ""}, {"I cannot help with that.", "content_filter", "I cannot help with that."}} {
+			var out *schema.Message
+			var err error
+			if streamed {
+				var sr *schema.StreamReader[*schema.Message]
+				if sr, err = m.Stream(ctxT(t, 5*time.Second), []*schema.Message{schema.UserMessage("hi")}); err == nil {
+					out, err = schema.ConcatMessageStream(sr)
+				}
+			} else {
+				out, err = m.Generate(ctxT(t, 5*time.Second), []*schema.Message{schema.UserMessage("hi")})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			refusal, _ := out.Extra[chorus.ExtraRefusal].(string)
+			if out.Content != want.content || out.ResponseMeta.FinishReason != want.finish || refusal != want.refusal {
+				t.Errorf("streamed=%v: content %q finish %q refusal %q, want %+v", streamed, out.Content, out.ResponseMeta.FinishReason, refusal, want)
+			}
+		}
+	}
+}

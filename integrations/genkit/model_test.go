@@ -230,3 +230,34 @@ func TestOverAProvidersClient(t *testing.T) {
 		t.Errorf("model %q", srv.Requests()[0].Model)
 	}
 }
+
+// TestFinishReasonsAndRefusal: a cut answer finishes "length"; a refusal
+// is "blocked" with its text as the finish message and no content,
+// buffered and streamed.
+func TestFinishReasonsAndRefusal(t *testing.T) {
+	srv := llmtest.NewServer()
+	defer srv.Close()
+	rt := newRT(t, runtime.WithProvider(wires[0].cfg(srv)))
+	g := initGenkit(t, &chorus.Plugin{Client: rt})
+	m := chorus.Model(g, wires[0].model)
+	for _, streamed := range []bool{false, true} {
+		srv.Push(llmtest.Respond(llmtest.Reply{Text: "cut sho", Finish: llm.FinishLength}), llmtest.Respond(llmtest.Reply{Refusal: "I cannot help with that."}))
+		for _, want := range []struct {
+			text    string
+			finish  ai.FinishReason
+			message string
+		}{{"cut sho", ai.FinishReasonLength, ""}, {"", ai.FinishReasonBlocked, "I cannot help with that."}} {
+			opts := []ai.GenerateOption{ai.WithModel(m), ai.WithPrompt("hi")}
+			if streamed {
+				opts = append(opts, ai.WithStreaming(func(context.Context, *ai.ModelResponseChunk) error { return nil }))
+			}
+			resp, err := genkit.Generate(ctxT(t, 5*time.Second), g, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.Text() != want.text || resp.FinishReason != want.finish || resp.FinishMessage != want.message {
+				t.Errorf("streamed=%v: text %q finish %q message %q, want %+v", streamed, resp.Text(), resp.FinishReason, resp.FinishMessage, want)
+			}
+		}
+	}
+}

@@ -301,3 +301,32 @@ func TestCallOverAProvidersClient(t *testing.T) {
 		t.Errorf("request %s", r.Body)
 	}
 }
+
+// TestFinishReasonsAndRefusal: a cut answer stops "length", a refusal
+// "content_filter" with its text as the content and under Refusal,
+// buffered and streamed.
+func TestFinishReasonsAndRefusal(t *testing.T) {
+	srv := llmtest.NewServer()
+	defer srv.Close()
+	rt := newRT(t, runtime.WithProvider(wires[0].cfg(srv)))
+	m := newLLM(t, rt, chorus.Config{Model: wires[0].model})
+	for _, streamed := range []bool{false, true} {
+		srv.Push(llmtest.Respond(llmtest.Reply{Text: "cut sho", Finish: llm.FinishLength}), llmtest.Respond(llmtest.Reply{Refusal: "I cannot help with that."}))
+		for _, want := range []struct{ content, finish, refusal string }{{"cut sho", "length", ""}, {"I cannot help with that.", "content_filter", "I cannot help with that."}} {
+			var opts []llms.CallOption
+			var streamedText string
+			if streamed {
+				opts = append(opts, llms.WithStreamingFunc(func(ctx context.Context, c []byte) error { streamedText += string(c); return nil }))
+			}
+			res, err := m.GenerateContent(ctxT(t, 5*time.Second), human, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := res.Choices[0]
+			refusal, _ := c.GenerationInfo[chorus.GenerationRefusal].(string)
+			if c.Content != want.content || c.StopReason != want.finish || refusal != want.refusal || streamed && streamedText != want.content {
+				t.Errorf("streamed=%v: content %q (streamed %q) stop %q refusal %q, want %+v", streamed, c.Content, streamedText, c.StopReason, refusal, want)
+			}
+		}
+	}
+}
