@@ -55,7 +55,9 @@ var _ api.DynamicPlugin = (*Plugin)(nil)
 // Name returns "chorus".
 func (p *Plugin) Name() string { return Provider }
 
-// Init defines the configured models and the Client's aliases.
+// Init defines the configured models and the Client's aliases. A nil
+// Client panics, as Genkit's own plugins do for a missing configuration:
+// genkit.Init has no error to return.
 func (p *Plugin) Init(ctx context.Context) []api.Action {
 	if p.Client == nil {
 		panic(errors.New("genkit: Plugin.Client is nil"))

@@ -17,8 +17,9 @@ import (
 // GenerationInfo[GenerationReplay]; append it to the assistant message's
 // parts, after its tool calls, to keep multi-turn reasoning valid.
 //
-// It embeds llms.TextContent only to be a llms.ContentPart; its Text is
-// always empty, and other models see an empty text part.
+// It embeds llms.TextContent only to be a llms.ContentPart (LangChainGo's
+// part interface is sealed); its Text is always empty. Other LangChainGo
+// models do not know the type: leave it out of a history sent to them.
 type Replay struct {
 	llms.TextContent
 	Reasoning  string
