@@ -11,6 +11,7 @@ import (
 
 	"github.com/cloudwego/eino/components/tool"
 	"github.com/cloudwego/eino/components/tool/utils"
+	"github.com/cloudwego/eino/compose"
 
 	"github.com/chorusrt/chorus/llmtest"
 	"github.com/chorusrt/chorus/providers"
@@ -112,6 +113,11 @@ func (b *toolbox) tools(t *testing.T) []tool.BaseTool {
 		t.Fatal(err)
 	}
 	return []tool.BaseTool{weather, conv}
+}
+
+// toolsNode is the toolbox as eino's tools node configuration.
+func toolsNode(t *testing.T, b *toolbox) compose.ToolsNodeConfig {
+	return compose.ToolsNodeConfig{Tools: b.tools(t)}
 }
 
 // body decodes a recorded request body.
