@@ -40,6 +40,7 @@ type UnsupportedError struct {
 	What    string
 }
 
+// Error names the message and what in it has no Chorus equivalent.
 func (e *UnsupportedError) Error() string {
 	return fmt.Sprintf("eino: message %d: %s has no Chorus equivalent", e.Message, e.What)
 }

@@ -53,6 +53,7 @@ type UnsupportedError struct {
 	What    string
 }
 
+// Error names the message and what in it has no Chorus equivalent.
 func (e *UnsupportedError) Error() string {
 	if e.Message < 0 {
 		return fmt.Sprintf("genkit: %s has no Chorus equivalent", e.What)

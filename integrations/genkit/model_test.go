@@ -261,3 +261,49 @@ func TestFinishReasonsAndRefusal(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamChunks: text and reasoning deltas reach Genkit's callback one
+// chunk each, in order, and the answer's tool requests follow in one chunk,
+// whole; an error from the callback stops the call.
+func TestStreamChunks(t *testing.T) {
+	srv := llmtest.NewServer()
+	defer srv.Close()
+	rt := newRT(t, runtime.WithProvider(wires[1].cfg(srv)))
+	g := initGenkit(t, &chorus.Plugin{Client: rt})
+	m := chorus.Model(g, wires[1].model)
+	srv.Push(llmtest.Respond(llmtest.Reply{Reasoning: "hmm", Deltas: []string{"Look", "ing"},
+		ToolCalls: []llm.ToolCall{{Name: "get_weather", Arguments: `{"city":"Oslo"}`}, {Name: "get_weather", Arguments: `{"city":"Bergen"}`}}}))
+	var seen []string
+	_, err := genkit.Generate(ctxT(t, 5*time.Second), g, ai.WithModel(m), ai.WithPrompt("hi"), ai.WithReturnToolRequests(true),
+		ai.WithTools(genkit.DefineTool(g, "get_weather", "weather", func(ctx *ai.ToolContext, in weatherIn) (string, error) { return "sunny", nil })),
+		ai.WithStreaming(func(ctx context.Context, c *ai.ModelResponseChunk) error {
+			var kinds []string
+			for _, p := range c.Content {
+				switch {
+				case p.IsReasoning():
+					kinds = append(kinds, "r:"+p.Text)
+				case p.IsText():
+					kinds = append(kinds, "t:"+p.Text)
+				case p.IsToolRequest():
+					kinds = append(kinds, "call:"+p.ToolRequest.Name+":"+p.ToolRequest.Ref)
+				}
+			}
+			seen = append(seen, strings.Join(kinds, "+"))
+			return nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(seen, " | ")
+	if !strings.HasPrefix(got, "r:hmm | t:Look | t:ing | call:get_weather:toolu_") || strings.Count(seen[len(seen)-1], "call:") != 2 {
+		t.Errorf("chunks %q", seen)
+	}
+
+	stop := errors.New("enough")
+	srv.Push(llmtest.Text("a long answer"))
+	_, err = genkit.Generate(ctxT(t, 5*time.Second), g, ai.WithModel(m), ai.WithPrompt("hi"),
+		ai.WithStreaming(func(ctx context.Context, c *ai.ModelResponseChunk) error { return stop }))
+	if !errors.Is(err, stop) {
+		t.Errorf("got %v, want the callback's error", err)
+	}
+}
