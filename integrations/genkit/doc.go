@@ -66,6 +66,7 @@
 //     tool response, anything but tool responses in a tool message, tool
 //     requests or reasoning outside a model message;
 //   - config fields Chorus has no equivalent for (topK, version) or does not
-//     know;
+//     know (the models declare Config's JSON Schema, so Genkit itself refuses
+//     an unknown field first);
 //   - a tool choice Genkit does not define.
 package genkit

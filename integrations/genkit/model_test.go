@@ -3,6 +3,7 @@ package genkit_test
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -37,6 +38,11 @@ func TestPluginDefinesModelsAndAliases(t *testing.T) {
 	}
 	if strings.Join(names, ",") != "chorus/openai/gpt-listed,chorus/fast,chorus/smart" {
 		t.Errorf("listed %q", names)
+	}
+	desc := p.ListActions(context.Background())[0]
+	opts, _ := desc.Metadata["model"].(map[string]any)
+	if schema, _ := json.Marshal(opts["customOptions"]); !strings.Contains(string(schema), `"maxOutputTokens"`) || !strings.Contains(string(schema), `"parallelToolCalls"`) {
+		t.Errorf("the models do not declare Config's schema: %s", schema)
 	}
 	srv.Push(llmtest.Text("from b"), llmtest.Text("from dynamic"))
 	for model, want := range map[string]string{"smart": "gpt-b", "openai/gpt-dynamic": "gpt-dynamic"} {
@@ -81,12 +87,16 @@ func TestConfigAndStructuredOutput(t *testing.T) {
 			t.Errorf("request lacks %s: %s", want, got)
 		}
 	}
-	for _, cfg := range []any{map[string]any{"frequencyPenalty": 1}, &ai.GenerationCommonConfig{TopK: 3}} {
-		_, err := genkit.GenerateText(ctxT(t, 5*time.Second), g, ai.WithModel(m), ai.WithPrompt("hi"), ai.WithConfig(cfg))
-		var ue *chorus.UnsupportedError
-		if !errors.As(err, &ue) {
-			t.Errorf("config %v: got %v", cfg, err)
-		}
+	// An unknown field is refused by Genkit against the models' config
+	// schema; topK, which Genkit's common config has, by the plugin.
+	_, err = genkit.GenerateText(ctxT(t, 5*time.Second), g, ai.WithModel(m), ai.WithPrompt("hi"), ai.WithConfig(map[string]any{"frequencyPenalty": 1}))
+	if err == nil || !strings.Contains(err.Error(), "frequencyPenalty") {
+		t.Errorf("unknown config field: got %v", err)
+	}
+	_, err = genkit.GenerateText(ctxT(t, 5*time.Second), g, ai.WithModel(m), ai.WithPrompt("hi"), ai.WithConfig(&ai.GenerationCommonConfig{TopK: 3}))
+	var ue *chorus.UnsupportedError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "topK") {
+		t.Errorf("topK: got %v", err)
 	}
 	if srv.Count() != 1 {
 		t.Errorf("%d requests; refused configs must send nothing", srv.Count())

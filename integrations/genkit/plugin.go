@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/firebase/genkit/go/ai"
+	"github.com/firebase/genkit/go/core"
 	"github.com/firebase/genkit/go/core/api"
 	"github.com/firebase/genkit/go/genkit"
 
@@ -145,7 +146,7 @@ func (p *Plugin) model(name string) api.Action {
 		}
 	}
 	client := p.Client
-	m := ai.NewModel(api.NewName(Provider, name), &ai.ModelOptions{Label: label, Supports: supports, Stage: ai.ModelStageStable},
+	m := ai.NewModel(api.NewName(Provider, name), &ai.ModelOptions{Label: label, Supports: supports, Stage: ai.ModelStageStable, ConfigSchema: configSchema},
 		func(ctx context.Context, req *ai.ModelRequest, cb ai.ModelStreamCallback) (*ai.ModelResponse, error) {
 			return generate(ctx, client, name, req, cb)
 		})
@@ -156,6 +157,10 @@ func (p *Plugin) model(name string) api.Action {
 	p.defined[name] = a
 	return a
 }
+
+// configSchema is Config's JSON Schema, which the models declare to Genkit
+// (its developer UI shows it).
+var configSchema = core.InferSchemaMap(Config{})
 
 // generate runs one model call: buffered without a callback, streamed with
 // one.

@@ -76,6 +76,9 @@
 //     wrapped back as {"__arg1": ...}, what the model sent, since every
 //     Chorus format requires an object.
 //
+// Not sent: CallOptions.Metadata beyond the thinking config and
+// WithRequest's edits (it is the application's data).
+//
 // A note on LangChainGo's executor: agents.WithCallbacksHandler alone does
 // not make an agent stream (the executor's chain options replace the
 // agent's streaming func); pass chains.WithStreamingFunc to chains.Run.
