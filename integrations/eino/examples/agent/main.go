@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 
 	"github.com/cloudwego/eino/components/tool"
 	"github.com/cloudwego/eino/components/tool/utils"
@@ -68,7 +69,20 @@ func tools(w io.Writer) ([]tool.BaseTool, error) {
 	return []tool.BaseTool{weather, convert}, nil
 }
 
-func run(ctx context.Context, w io.Writer, args []string) error {
+// syncWriter serializes writes: the tools run in parallel and print.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+func run(ctx context.Context, stdout io.Writer, args []string) error {
+	w := &syncWriter{w: stdout}
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	model := fs.String("m", "", "model (provider/model or an alias); empty runs on the simulator")
 	if err := fs.Parse(args); err != nil {

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 
 	"github.com/firebase/genkit/go/ai"
 	"github.com/firebase/genkit/go/genkit"
@@ -43,7 +44,20 @@ type convertIn struct {
 	To    string  `json:"to" jsonschema:"enum=fahrenheit,enum=celsius"`
 }
 
-func run(ctx context.Context, w io.Writer, args []string) error {
+// syncWriter serializes writes: the tools run in parallel and print.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+func run(ctx context.Context, stdout io.Writer, args []string) error {
+	w := &syncWriter{w: stdout}
 	fs := flag.NewFlagSet("flow", flag.ContinueOnError)
 	model := fs.String("m", "", "model (provider/model or an alias); empty runs on the simulator")
 	if err := fs.Parse(args); err != nil {
