@@ -201,3 +201,23 @@ func TestReActAgentFallbackAlias(t *testing.T) {
 		an.Close()
 	}
 }
+
+// TestReActAgentPacedByLearnedLimits: against a server enforcing 3 requests
+// per 400 ms (reported in x-ratelimit headers), three agent runs of two
+// model calls each all succeed, and the runtime paces them from the
+// headers so that the server never refuses one.
+func TestReActAgentPacedByLearnedLimits(t *testing.T) {
+	srv := llmtest.NewServer(llmtest.WithRateLimit(llmtest.RateLimit{Requests: 3, Window: 400 * time.Millisecond}))
+	defer srv.Close()
+	rt := newRT(t, runtime.WithProvider(wires[0].cfg(srv)))
+	for i := 0; i < 3; i++ {
+		srv.Push(parallelCalls(), llmtest.Text(answer))
+		box := &toolbox{}
+		if out := run(t, newAgent(t, rt, wires[0].model, box), i == 1); out.Content != answer {
+			t.Fatalf("run %d answered %q", i, out.Content)
+		}
+	}
+	if srv.Count() != 6 || srv.RateLimited() != 0 {
+		t.Errorf("%d requests, %d refused with 429; want 6 and none", srv.Count(), srv.RateLimited())
+	}
+}
