@@ -277,3 +277,22 @@ func TestFlowFallbackAlias(t *testing.T) {
 		oa.Close()
 	}
 }
+
+// TestFlowPacedByLearnedLimits: against a server enforcing 3 requests per
+// 400 ms (x-ratelimit headers), three flow runs of two model calls each
+// all succeed with no 429: the runtime paces them from the headers.
+func TestFlowPacedByLearnedLimits(t *testing.T) {
+	srv := llmtest.NewServer(llmtest.WithRateLimit(llmtest.RateLimit{Requests: 3, Window: 400 * time.Millisecond}))
+	defer srv.Close()
+	rt := newRT(t, runtime.WithProvider(wires[0].cfg(srv)))
+	run, _ := weatherFlows(t, rt, wires[0].model, &callLog{})
+	for i := 0; i < 3; i++ {
+		srv.Push(parallelCalls(), llmtest.Text(answer))
+		if out, err := run(ctxT(t, 20*time.Second), question); err != nil || out != answer {
+			t.Fatalf("run %d: %q %v", i, out, err)
+		}
+	}
+	if srv.Count() != 6 || srv.RateLimited() != 0 {
+		t.Errorf("%d requests, %d refused with 429; want 6 and none", srv.Count(), srv.RateLimited())
+	}
+}

@@ -176,3 +176,22 @@ func TestFunctionsAgentFallbackAlias(t *testing.T) {
 }
 
 var _ llms.Model = (*chorus.LLM)(nil)
+
+// TestFunctionsAgentPacedByLearnedLimits: against a server enforcing 3
+// requests per 400 ms on the Anthropic format (anthropic-ratelimit-*
+// headers), three agent runs of two model calls each all succeed with no
+// 429: the runtime paces them from the headers.
+func TestFunctionsAgentPacedByLearnedLimits(t *testing.T) {
+	srv := llmtest.NewServer(llmtest.WithRateLimit(llmtest.RateLimit{Requests: 3, Window: 400 * time.Millisecond}))
+	defer srv.Close()
+	rt := newRT(t, runtime.WithProvider(wires[1].cfg(srv)))
+	for i := 0; i < 3; i++ {
+		srv.Push(parallelCalls(), llmtest.Text(answer))
+		if out, _ := runAgent(t, rt, wires[1].model, i == 1, &callLog{}); out != answer {
+			t.Fatalf("run %d answered %q", i, out)
+		}
+	}
+	if srv.Count() != 6 || srv.RateLimited() != 0 {
+		t.Errorf("%d requests, %d refused with 429; want 6 and none", srv.Count(), srv.RateLimited())
+	}
+}
