@@ -4,9 +4,9 @@ TEST_TIMEOUT ?= 900s
 FUZZTIME     ?= 10m
 PKGS         ?= ./...
 
-.PHONY: test apidiff jaeger vet race race-cluster conformance bench bench-check gobench fuzz lint e2e proto proto-check mcp-servers sdk-clients sdk-go
+.PHONY: test apidiff jaeger vet race race-cluster conformance bench bench-check gobench fuzz lint e2e proto proto-check mcp-servers sdk-clients sdk-go integrations
 
-test: mcp-servers sdk-clients sdk-go jaeger vet race race-cluster conformance
+test: mcp-servers sdk-clients sdk-go integrations jaeger vet race race-cluster conformance
 
 # The MCP reference servers that mcptools' tests start, pinned exactly by
 # mcptools/testdata/npm (package.json and its package-lock.json) and
@@ -60,6 +60,18 @@ export CHORUS_REQUIRE_SDK = 1
 # to ../..), so the root go.mod never requires them.
 sdk-go:
 	cd gateway/sdktest && GOFLAGS="$(GOFLAGS) -mod=mod" $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+# Chorus as the model layer of eino, Genkit and LangChainGo, from
+# integrations/<framework>: each a module of its own (a replace to ../..),
+# so the root go.mod never requires a framework. Vet, then the tests
+# (the frameworks' own agents against llmtest) and the Example functions.
+INTEGRATIONS = eino genkit langchaingo
+integrations:
+	@set -e; for m in $(INTEGRATIONS); do \
+		echo "integrations/$$m"; \
+		(cd integrations/$$m && GOFLAGS="$(GOFLAGS) -mod=mod" $(GO) vet ./... && \
+			GOFLAGS="$(GOFLAGS) -mod=mod" $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...); \
+	done
 
 vet:
 	$(GO) vet $(PKGS)

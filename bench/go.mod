@@ -4,9 +4,16 @@ go 1.26.0
 
 replace github.com/chorusrt/chorus => ../
 
+replace (
+	github.com/chorusrt/chorus/integrations/eino => ../integrations/eino
+	github.com/chorusrt/chorus/integrations/langchaingo => ../integrations/langchaingo
+)
+
 require (
 	github.com/anthropics/anthropic-sdk-go/v2 v2.15.0
 	github.com/chorusrt/chorus v0.0.0-00010101000000-000000000000
+	github.com/chorusrt/chorus/integrations/eino v0.0.0-00010101000000-000000000000
+	github.com/chorusrt/chorus/integrations/langchaingo v0.0.0-00010101000000-000000000000
 	github.com/cloudwego/eino v0.7.36
 	github.com/cloudwego/eino-ext/components/model/openai v0.1.7
 	github.com/openai/openai-go/v3 v3.99.0
@@ -49,7 +56,6 @@ require (
 	github.com/gorilla/websocket v1.5.3 // indirect
 	github.com/invopop/jsonschema v0.14.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
-	github.com/klauspost/compress v1.19.1 // indirect
 	github.com/klauspost/cpuid/v2 v2.2.9 // indirect
 	github.com/lithammer/shortuuid/v4 v4.0.0 // indirect
 	github.com/lmittmann/tint v1.0.3 // indirect

@@ -312,7 +312,7 @@ func cmdServe(ctx context.Context, e env, args []string) int {
 	batches := batch.NewRegistry(20)
 	gopts := gateway.Options{Keys: keys, Logger: slog.New(slog.NewTextHandler(e.stderr, nil)), FilesDir: *filesDir, Batches: batches, FanOut: cfg.gateway.fanOut,
 		DefaultProviders: cfg.gateway.providers, DropUnsupported: cfg.gateway.drop,
-		Console:          console.PagePrefix} // a browser at / lands on the console
+		Console: console.PagePrefix} // a browser at / lands on the console
 	if *nativeBatches {
 		gopts.BatchNative = &batch.Native{Clients: nativeClients(e)}
 	}

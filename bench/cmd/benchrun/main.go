@@ -200,7 +200,7 @@ func main() {
 	}{
 		{"decode", r.decode}, {"e2e", r.endToEnd}, {"concurrent", r.concurrent},
 		{"fanout", r.fanout}, {"ratelimit", r.rateLimit}, {"batch", r.batch},
-		{"tls", r.tls}, {"gateway", r.gateway}, {"inproc", r.inproc},
+		{"tls", r.tls}, {"gateway", r.gateway}, {"inproc", r.inproc}, {"frameworks", r.frameworks},
 	}
 	for _, s := range steps {
 		if want(s.name) {
@@ -639,6 +639,32 @@ func (r *runner) inproc() {
 	for _, s := range inprocSpecs {
 		job := scenario.Job{Scenario: "inproc", Client: s.Name, Format: s.Format, Repeats: r.p.MicroRuns}
 		r.measure("inproc", "one small buffered request", job, 1, nil, nil)
+	}
+}
+
+// frameworkClients are the clients of the frameworks scenario: the floor
+// and plain Chorus for reference, then each framework on its own model
+// plugin and on Chorus.
+func frameworkClients() []string {
+	out := []string{"floor-extract", "chorus"}
+	for _, p := range clients.Frameworks {
+		out = append(out, p.Own, p.Chorus)
+	}
+	return out
+}
+
+// frameworks is issue 35's comparison: eino and LangChainGo each on its
+// own OpenAI model plugin and on Chorus (integrations/<framework> over a
+// providers.Client), the same framework calls against the same bytes:
+// decode cost per streamed delta from memory (scenario 1's method) and
+// one stream over loopback HTTP (scenario 2's).
+func (r *runner) frameworks() {
+	for _, c := range frameworkClients() {
+		r.measure("frameworks", "decode", scenario.Job{Scenario: "decode", Client: c, Format: corpus.OpenAI, Deltas: r.p.DecodeDeltas, Repeats: r.p.MicroRuns}, 1, nil, nil)
+	}
+	r.srv.SetMode(server.Mode{Deltas: r.p.E2EDeltas, FlushEvery: 1})
+	for _, c := range frameworkClients() {
+		r.measure("frameworks", "e2e", scenario.Job{Scenario: "e2e", Client: c, Format: corpus.OpenAI, BaseURL: r.srv.URL, Deltas: r.p.E2EDeltas, Streams: r.p.E2EStreams, Repeats: r.p.MacroRuns}, 1, nil, nil)
 	}
 }
 

@@ -339,6 +339,7 @@ func (r *runner) report(pngName string) string {
 	r.sectionGateway(&b)
 	r.sectionTLS(&b)
 	r.sectionInproc(&b)
+	r.sectionFrameworks(&b)
 	r.floorCheck(&b)
 	return b.String()
 }
@@ -1039,4 +1040,56 @@ func (r *runner) issue20Targets(b *strings.Builder) {
 		fmt.Fprintf(b, "| batch: client CPU per request through the runtime within 1.2× the floor, ahead of every peer | not measured | — |\n")
 	}
 	b.WriteString("| remote streams: pool or batch the per-delta proto struct (about 530 B and 0.8 µs more per delta than local) | not measured by benchrun: `go test -run '^$' -bench Remote ./cluster` measures it (cluster, not the peer comparison) | — |\n")
+}
+
+// sectionFrameworks is issue 35's comparison: each framework on its own
+// model plugin against the same framework on Chorus.
+func (r *runner) sectionFrameworks(b *strings.Builder) {
+	if len(r.groups("frameworks")) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "## 10. Frameworks: their own model plugin against Chorus\n\neino and LangChainGo each make the same calls twice: on their own OpenAI model plugin (eino-ext's `openai.ChatModel`; `llms/openai`), and on Chorus through `integrations/eino` and `integrations/langchaingo` over a `providers.Client`, the framework's types and all (eino's `StreamReader` of `*schema.Message` chunks; LangChainGo's `StreamingFunc`). Same bytes, same transport. Decode: one stream of %d deltas from memory, as in scenario 1; loopback: one %d-delta stream over HTTP, as in scenario 2. `floor-extract` and plain `chorus` are there for reference.\n\n", r.p.DecodeDeltas, r.p.E2EDeltas)
+	groups := []struct {
+		name, title string
+		ms          []metric
+	}{
+		{"decode", "Decode cost per streamed delta, from memory", decodeMetrics},
+		{"e2e", "One stream over loopback HTTP", e2eMetrics},
+	}
+	for _, g := range groups {
+		rows := r.rowsOf("frameworks", g.name)
+		if len(rows) == 0 {
+			continue
+		}
+		fmt.Fprintf(b, "### %s\n\n", g.title)
+		r.table(b, rows, g.ms, g.ms[1], "floor-extract", "chorus")
+		b.WriteString("\nEach framework on Chorus against the same framework on its own plugin (how many times better Chorus is; below 1, the plugin is better):\n\n| framework |")
+		for _, m := range g.ms {
+			b.WriteString(" " + m.header + " |")
+		}
+		b.WriteString("\n|---|")
+		for range g.ms {
+			b.WriteString("---:|")
+		}
+		b.WriteString("\n")
+		for _, p := range clients.Frameworks {
+			own, e1 := r.find("frameworks", g.name, p.Own, corpus.OpenAI)
+			ch, e2 := r.find("frameworks", g.name, p.Chorus, corpus.OpenAI)
+			fmt.Fprintf(b, "| %s |", p.Own)
+			for _, m := range g.ms {
+				cell := "not measured"
+				if e1 == nil && e2 == nil {
+					switch {
+					case own.Err != "" || ch.Err != "":
+						cell = "n/a (could not run)"
+					default:
+						cell = fmt.Sprintf("%s (%s against %s)", ratio(advantage(m, ch.Values[m.key], own.Values[m.key])), m.format(ch.Values[m.key]), m.format(own.Values[m.key]))
+					}
+				}
+				b.WriteString(" " + cell + " |")
+			}
+			b.WriteString("\n")
+		}
+		b.WriteString("\n")
+	}
 }

@@ -63,3 +63,28 @@ func TestTargetsVerdicts(t *testing.T) {
 		}
 	}
 }
+
+// TestFrameworksSection checks issue 35's section from made-up rows: each
+// framework on Chorus against the same framework on its own plugin, per
+// metric, and a pair that could not run says so.
+func TestFrameworksSection(t *testing.T) {
+	r := &runner{p: fullParams(), timing: map[string]time.Duration{}}
+	r.rows = []Row{
+		row("frameworks", "decode", "floor-extract", corpus.OpenAI, map[string]float64{"ns_per_delta": 250, "cpu_ns_per_delta": 240, "allocs_per_delta": 0.03, "bytes_per_delta": 2}),
+		row("frameworks", "decode", "chorus", corpus.OpenAI, map[string]float64{"ns_per_delta": 390, "cpu_ns_per_delta": 360, "allocs_per_delta": 1, "bytes_per_delta": 33}),
+		row("frameworks", "decode", "eino", corpus.OpenAI, map[string]float64{"ns_per_delta": 9000, "cpu_ns_per_delta": 8600, "allocs_per_delta": 40, "bytes_per_delta": 4000}),
+		row("frameworks", "decode", "eino-chorus", corpus.OpenAI, map[string]float64{"ns_per_delta": 800, "cpu_ns_per_delta": 700, "allocs_per_delta": 3, "bytes_per_delta": 280}),
+		row("frameworks", "decode", "langchaingo", corpus.OpenAI, map[string]float64{"ns_per_delta": 10000, "cpu_ns_per_delta": 7600, "allocs_per_delta": 25, "bytes_per_delta": 4900}),
+		{Scenario: "frameworks", Group: "decode", Client: "langchaingo-chorus", Format: corpus.OpenAI, Err: "boom"},
+	}
+	md := r.report("ratios.png")
+	for _, want := range []string{
+		"## 10. Frameworks: their own model plugin against Chorus",
+		"| eino | 11.2× (800 against 9000) | 12.3× (700 against 8600) | 13.3× (3.00 against 40.00) | 14.3× (280 against 4000) |",
+		"| langchaingo | n/a (could not run) |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md[strings.Index(md, "## 10."):])
+		}
+	}
+}

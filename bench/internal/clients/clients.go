@@ -129,6 +129,10 @@ var all = map[string]factory{
 	"eino":           {[]corpus.Format{corpus.OpenAI}, "peer", "github.com/cloudwego/eino-ext/components/model/openai", newEino},
 	"anthropic-sdk":  {[]corpus.Format{corpus.Anthropic}, "peer", "github.com/anthropics/anthropic-sdk-go/v2", newAnthropic},
 	"genai":          {[]corpus.Format{corpus.Gemini}, "peer", "google.golang.org/genai", newGenAI},
+	// A framework on Chorus (integrations/<framework>), beside the same
+	// framework on its own plugin (the peer of the same name).
+	"eino-chorus":        {[]corpus.Format{corpus.OpenAI}, "framework", "", newEinoChorus},
+	"langchaingo-chorus": {[]corpus.Format{corpus.OpenAI}, "framework", "", newLangchainChorus},
 }
 
 // Peers lists the peer clients in report order.
@@ -145,7 +149,8 @@ func PeerModules() map[string]string {
 	return out
 }
 
-// Kind is "floor", "chorus" or "peer".
+// Kind is "floor", "chorus", "peer" or "framework" (a framework on
+// Chorus).
 func Kind(name string) string { return all[name].kind }
 
 // Supports reports whether client name speaks format f.

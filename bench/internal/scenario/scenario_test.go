@@ -11,7 +11,7 @@ import (
 	"github.com/chorusrt/chorus/llmtest"
 )
 
-var allClients = []string{"floor-bare", "floor-extract", "chorus", "chorus-cb", "chorus-runtime", "openai-go", "go-openai", "langchaingo", "eino", "anthropic-sdk", "genai"}
+var allClients = []string{"floor-bare", "floor-extract", "chorus", "chorus-cb", "chorus-runtime", "openai-go", "go-openai", "langchaingo", "eino", "anthropic-sdk", "genai", "eino-chorus", "langchaingo-chorus"}
 
 // TestEveryClientEveryScenario runs each scenario at toy sizes for every
 // client on every format it speaks: each stream is checked delta by delta

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestAgentOnTheSimulator: the simulated model calls both tools the prompt
+// names, Genkit runs them, and the answer (streamed, then whole) lists both results.
+func TestAgentOnTheSimulator(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), &out, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{
+		"assistant (streamed): [simulated assistant] calling get_weather, convert_temperature.",
+		"tool get_weather(Oslo)",
+		"tool convert_temperature(21, fahrenheit)",
+		"assistant: [simulated assistant] received 2 tool result(s): ",
+		`{"city":"Oslo","celsius":21,"sky":"clear"}`,
+		"69.8",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+}
