@@ -75,7 +75,7 @@ var ChatFields = []llm.WireField{
 	{Name: "messages", Class: llm.FieldMapped, Note: "system, developer (developer to OpenAI, system elsewhere), user, assistant, tool; text, image_url, file parts"},
 	{Name: "tools", Class: llm.FieldMapped, Note: "function tools (other types: 400)"},
 	{Name: "tool_choice", Class: llm.FieldMapped, Note: ""},
-	{Name: "parallel_tool_calls", Class: llm.FieldMapped, Note: ""},
+	{Name: "parallel_tool_calls", Class: llm.FieldMapped, Note: "sent with tools (it means nothing without)"},
 	{Name: "response_format", Class: llm.FieldMapped, Note: "text, json_object, json_schema"},
 	{Name: "max_tokens", Class: llm.FieldMapped, Note: ""},
 	{Name: "max_completion_tokens", Class: llm.FieldMapped, Note: ""},

@@ -82,7 +82,7 @@ var ResponsesFields = []llm.WireField{
 	{Name: "instructions", Class: llm.FieldMapped, Note: "a system message"},
 	{Name: "tools", Class: llm.FieldMapped, Note: "function tools (other types: 400)"},
 	{Name: "tool_choice", Class: llm.FieldMapped, Note: ""},
-	{Name: "parallel_tool_calls", Class: llm.FieldMapped, Note: ""},
+	{Name: "parallel_tool_calls", Class: llm.FieldMapped, Note: "sent with tools (it means nothing without)"},
 	{Name: "max_output_tokens", Class: llm.FieldMapped, Note: ""},
 	{Name: "temperature", Class: llm.FieldMapped, Note: ""},
 	{Name: "top_p", Class: llm.FieldMapped, Note: ""},
