@@ -16,8 +16,10 @@ type messageResponse struct {
 	Model      string          `json:"model"`
 	Content    []responseBlock `json:"content"`
 	StopReason string          `json:"stop_reason"`
-	Usage      wireUsage       `json:"usage"`
-	Error      *struct {
+	// StopSequence is the stop sequence that ended the answer, or null.
+	StopSequence *string   `json:"stop_sequence"`
+	Usage        wireUsage `json:"usage"`
+	Error        *struct {
 		Type    string `json:"type"`
 		Message string `json:"message"`
 	} `json:"error"`
@@ -95,6 +97,9 @@ func (Codec) ParseChat(body []byte) (*llm.ChatResult, error) {
 	res.Content = content.String()
 	res.Reasoning = reasoning.String()
 	res.FinishReason = wire.FinishFor(finishReason(r.StopReason), len(res.ToolCalls))
+	if r.StopSequence != nil {
+		res.StopSequence = *r.StopSequence
+	}
 	return res, nil
 }
 

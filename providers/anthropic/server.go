@@ -398,8 +398,28 @@ func EncodeServerMessage(res *llm.ChatResult, id, model string) ([]byte, error) 
 		StopReason   string      `json:"stop_reason"`
 		StopSequence *string     `json:"stop_sequence"`
 		Usage        serverUsage `json:"usage"`
-	}{id, "message", "assistant", model, content, stopReason(res.FinishReason), nil, usageOf(res.Usage)})
+	}{id, "message", "assistant", model, content, stopReasonOf(res.FinishReason, res), stopSequenceOf(res), usageOf(res.Usage)})
 }
+
+// stopSequenceOf is the answer's stop_sequence: the sequence that ended it,
+// or null.
+func stopSequenceOf(res *llm.ChatResult) *string {
+	if res == nil || res.StopSequence == "" || res.FinishReason != llm.FinishStop {
+		return nil
+	}
+	s := res.StopSequence
+	return &s
+}
+
+// stopReasonOf is the answer's stop_reason: stop_sequence when a stop
+// sequence ended it.
+func stopReasonOf(fin llm.FinishReason, res *llm.ChatResult) string {
+	if stopSequenceOf(res) != nil && fin == llm.FinishStop {
+		return "stop_sequence"
+	}
+	return stopReason(fin)
+}
+
 
 // ServerStream encodes llm events as Anthropic's streamed events:
 // message_start, then per block content_block_start, its deltas
@@ -518,7 +538,7 @@ func (s *ServerStream) End(dst []byte, res *llm.ChatResult) []byte {
 	}
 	dst = s.closeBlock(dst)
 	fin, u := s.held.Final(res)
-	dst = frame(dst, "message_delta", obj{"type": "message_delta", "delta": obj{"stop_reason": stopReason(fin), "stop_sequence": nil}, "usage": usageOf(u)})
+	dst = frame(dst, "message_delta", obj{"type": "message_delta", "delta": obj{"stop_reason": stopReasonOf(fin, res), "stop_sequence": stopSequenceOf(res)}, "usage": usageOf(u)})
 	return frame(dst, "message_stop", obj{"type": "message_stop"})
 }
 

@@ -43,13 +43,18 @@ type decoder struct {
 	tools    int
 	usage    llm.Usage
 	complete bool
+	stopSeq  string // message_delta's stop_sequence
 }
 
 // Complete reports whether message_stop arrived.
 func (d *decoder) Complete() bool { return d.complete }
 
 // Result is everything accumulated so far.
-func (d *decoder) Result() *llm.ChatResult { return d.b.Result() }
+func (d *decoder) Result() *llm.ChatResult {
+	r := d.b.Result()
+	r.StopSequence = d.stopSeq
+	return r
+}
 
 func decodeErr(what string, err error) error {
 	return &llm.DecodeError{Provider: providerName, Err: fmt.Errorf("%s: %w", what, err)}
@@ -456,6 +461,11 @@ func (d *decoder) messageDelta(delta, usage []byte, emit wire.Emit) error {
 		u := d.usage
 		if err := d.send(emit, llm.Event{Type: llm.EventUsage, Usage: &u}); err != nil {
 			return err
+		}
+	}
+	if seq := jsonscan.Get(delta, "stop_sequence"); seq != nil && !jsonscan.IsNull(seq) {
+		if s, err := jsonscan.String(seq); err == nil {
+			d.stopSeq = s
 		}
 	}
 	if !jsonscan.IsNull(stop) {
