@@ -420,7 +420,6 @@ func stopReasonOf(fin llm.FinishReason, res *llm.ChatResult) string {
 	return stopReason(fin)
 }
 
-
 // ServerStream encodes llm events as Anthropic's streamed events:
 // message_start, then per block content_block_start, its deltas
 // (thinking_delta, text_delta, input_json_delta) and content_block_stop,
