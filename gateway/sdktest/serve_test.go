@@ -19,6 +19,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"google.golang.org/genai"
 
+	"github.com/chorusrt/chorus/llmtest"
 	"github.com/chorusrt/chorus/sim"
 )
 
@@ -234,4 +235,78 @@ func newTransport(t *testing.T) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	t.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr}
+}
+
+// TestGoSDKsDropInAgainstChorusServe: the three Go SDKs, given only the
+// base URL of "chorus serve", call their providers' own model names
+// (gpt-4o-mini, claude-sonnet-4-5, gemini-2.5-flash), buffered and
+// streamed, and each reaches the fake of its own format (the environment
+// moves the built-in providers' base URLs onto it) under that name.
+func TestGoSDKsDropInAgainstChorusServe(t *testing.T) {
+	up := llmtest.NewServer()
+	defer up.Close()
+	up.SetResponder(func(r llmtest.Recorded) llmtest.Step {
+		return llmtest.Deltas("hello ", string(r.Format)+" "+r.Model)
+	})
+	cfg := filepath.Join(t.TempDir(), "chorus.yaml")
+	if err := os.WriteFile(cfg, []byte("gateway:\n  keys:\n    - {name: good, key_env: GK_GOOD}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := startChorusServe(t, cfg, "GK_GOOD=gk-dropin",
+		"OPENAI_API_KEY=sk-oa-SECRET", "OPENAI_BASE_URL="+up.OpenAIBaseURL(),
+		"ANTHROPIC_API_KEY=sk-ant-SECRET", "ANTHROPIC_BASE_URL="+up.AnthropicBaseURL(),
+		"GEMINI_API_KEY=gm-SECRET", "GEMINI_BASE_URL="+up.GeminiBaseURL())
+	ctx := t.Context()
+	tr := newTransport(t)
+
+	oc := openai.NewClient(option.WithBaseURL(base+"/v1"), option.WithAPIKey("gk-dropin"), option.WithMaxRetries(0), option.WithHTTPClient(tr))
+	msgs := []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}
+	r, err := oc.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "gpt-4o-mini", Messages: msgs})
+	if err != nil || r.Choices[0].Message.Content != "hello openai gpt-4o-mini" || r.Model != "gpt-4o-mini" {
+		t.Fatalf("openai buffered: %v %+v", err, r)
+	}
+	s := oc.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "gpt-4o-mini", Messages: msgs})
+	acc := openai.ChatCompletionAccumulator{}
+	for s.Next() {
+		acc.AddChunk(s.Current())
+	}
+	if s.Err() != nil || acc.Choices[0].Message.Content != "hello openai gpt-4o-mini" {
+		t.Fatalf("openai streamed: %v %+v", s.Err(), acc.ChatCompletion)
+	}
+
+	ac := anthropic.NewClient(aoption.WithBaseURL(base), aoption.WithAPIKey("gk-dropin"), aoption.WithMaxRetries(0), aoption.WithHTTPClient(tr))
+	am := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}
+	m, err := ac.Messages.New(ctx, anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 50, Messages: am})
+	if err != nil || m.Content[0].Text != "hello anthropic claude-sonnet-4-5" || string(m.Model) != "claude-sonnet-4-5" {
+		t.Fatalf("anthropic buffered: %v %+v", err, m)
+	}
+	as := ac.Messages.NewStreaming(ctx, anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 50, Messages: am})
+	msg := anthropic.Message{}
+	for as.Next() {
+		if err := msg.Accumulate(as.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if as.Err() != nil || msg.Content[0].Text != "hello anthropic claude-sonnet-4-5" {
+		t.Fatalf("anthropic streamed: %v %+v", as.Err(), msg)
+	}
+
+	gc, err := genai.NewClient(ctx, &genai.ClientConfig{APIKey: "gk-dropin", Backend: genai.BackendGeminiAPI, HTTPClient: tr, HTTPOptions: genai.HTTPOptions{BaseURL: base}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gr, err := gc.Models.GenerateContent(ctx, "gemini-2.5-flash", genai.Text("hi"), nil)
+	if err != nil || gr.Text() != "hello gemini gemini-2.5-flash" {
+		t.Fatalf("gemini buffered: %v %+v", err, gr)
+	}
+	text := ""
+	for chunk, err := range gc.Models.GenerateContentStream(ctx, "gemini-2.5-flash", genai.Text("hi"), nil) {
+		if err != nil {
+			t.Fatalf("gemini streamed: %v", err)
+		}
+		text += chunk.Text()
+	}
+	if text != "hello gemini gemini-2.5-flash" {
+		t.Fatalf("gemini streamed text %q", text)
+	}
 }
