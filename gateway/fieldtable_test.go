@@ -76,7 +76,7 @@ func TestEveryTableFieldIsTested(t *testing.T) {
 		{name: "messages", path: "/v1/messages", base: `{"model":"claude-sonnet-4-5","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`, format: llmtest.FormatAnthropic,
 			fields: anthropic.MessagesFields, other: "openai/gpt-4o",
 			structural: []string{"model", "max_tokens", "messages", "system", "tools", "tool_choice", "thinking", "output_config", "stream", "cache_control"},
-			samples: map[string]string{"temperature": `0.5`, "top_p": `0.5`, "top_k": `4`, "stop_sequences": `["x"]`, "metadata": `{"user_id":"u"}`, "service_tier": `"auto"`}},
+			samples:    map[string]string{"temperature": `0.5`, "top_p": `0.5`, "top_k": `4`, "stop_sequences": `["x"]`, "metadata": `{"user_id":"u"}`, "service_tier": `"auto"`}},
 		{name: "generateContent", path: "/v1beta/models/gemini-2.5-flash:generateContent", base: `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, format: llmtest.FormatGemini,
 			fields: gemini.GenerateFields, other: "openai/gpt-4o",
 			structural: []string{"contents", "systemInstruction", "tools", "toolConfig", "generationConfig", "generationConfig.responseSchema", "generationConfig.responseJsonSchema", "generationConfig.thinkingConfig", "generationConfig.candidateCount", "generationConfig.responseMimeType"},
