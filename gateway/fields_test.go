@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/chorusrt/chorus/gateway"
+	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/llmtest"
 )
 
@@ -275,5 +276,62 @@ func TestResponsesFieldsReachTheResponsesAPI(t *testing.T) {
 	a = fx.do(t, "POST", "/v1/responses", strings.Replace(body, `"gpt-5"`, `"anthropic/claude-haiku-4-5"`, 1))
 	if a.status != 400 || !strings.Contains(string(a.body), "verbosity, store, truncation, reasoning.summary, service_tier, include, max_tool_calls") {
 		t.Fatalf("to Anthropic: %d %s", a.status, a.body)
+	}
+}
+
+// An OpenAI client that asks for logprobs gets them back, buffered and
+// streamed (each chunk's tokens with it), with the upstream's
+// system_fingerprint on the buffered answer.
+func TestOpenAILogprobsComeBack(t *testing.T) {
+	fx := newFixture(t, gateway.Options{})
+	lps := []llm.TokenLogprob{{Token: "Hel", Logprob: -0.5, Bytes: []int{72, 101, 108}, Top: []llm.TopLogprob{{Token: "Hel", Logprob: -0.5}, {Token: "Hi", Logprob: -1.5}}}, {Token: "lo", Logprob: -0.25}}
+	const body = `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],"logprobs":true,"top_logprobs":2}`
+	fx.up.Push(llmtest.Respond(llmtest.Reply{Text: "Hello", Logprobs: lps}))
+	a := fx.do(t, "POST", "/v1/chat/completions", body)
+	var r struct {
+		SystemFingerprint string `json:"system_fingerprint"`
+		Choices           []struct {
+			Logprobs struct {
+				Content []struct {
+					Token       string  `json:"token"`
+					Logprob     float64 `json:"logprob"`
+					TopLogprobs []struct {
+						Token string `json:"token"`
+					} `json:"top_logprobs"`
+				} `json:"content"`
+			} `json:"logprobs"`
+		} `json:"choices"`
+	}
+	decode(t, a.body, &r)
+	if lp := r.Choices[0].Logprobs.Content; a.status != 200 || len(lp) != 2 || lp[0].Token != "Hel" || lp[0].Logprob != -0.5 || len(lp[0].TopLogprobs) != 2 || lp[1].Token != "lo" || r.SystemFingerprint != "fp_llmtest" {
+		t.Fatalf("buffered: %d %s", a.status, a.body)
+	}
+	fx.up.Push(llmtest.Respond(llmtest.Reply{Deltas: []string{"Hel", "lo"}, Logprobs: lps}))
+	a = fx.do(t, "POST", "/v1/chat/completions", strings.Replace(body, `"logprobs":true`, `"logprobs":true,"stream":true`, 1))
+	var tokens []string
+	for _, d := range sseData(a.body) {
+		if d == "[DONE]" {
+			continue
+		}
+		var c struct {
+			Choices []struct {
+				Logprobs *struct {
+					Content []struct {
+						Token string `json:"token"`
+					} `json:"content"`
+				} `json:"logprobs"`
+			} `json:"choices"`
+		}
+		decode(t, []byte(d), &c)
+		for _, ch := range c.Choices {
+			if ch.Logprobs != nil {
+				for _, tk := range ch.Logprobs.Content {
+					tokens = append(tokens, tk.Token)
+				}
+			}
+		}
+	}
+	if strings.Join(tokens, "|") != "Hel|lo" {
+		t.Fatalf("streamed logprobs %v in %s", tokens, a.body)
 	}
 }

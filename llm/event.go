@@ -20,9 +20,13 @@ const (
 	EventUsage
 	// EventFinish reports the canonical finish reason in Event.Finish.
 	EventFinish
+	// EventLogprobs carries the log probabilities of the output tokens
+	// streamed since the last one, in Event.Logprobs (only when the request
+	// asked for them: ChatRequest.Logprobs).
+	EventLogprobs
 )
 
-var eventTypeNames = [...]string{"", "text", "reasoning", "refusal", "tool_call_start", "tool_call_delta", "usage", "finish"}
+var eventTypeNames = [...]string{"", "text", "reasoning", "refusal", "tool_call_start", "tool_call_delta", "usage", "finish", "logprobs"}
 
 // String returns the event type's name.
 func (t EventType) String() string {
@@ -49,4 +53,12 @@ type Event struct {
 	Signature string
 	Usage     *Usage
 	Finish    FinishReason
+	// Logprobs is an EventLogprobs's tokens (a pointer: the event stays
+	// small for every other type).
+	Logprobs *TokenLogprobs
+}
+
+// TokenLogprobs are the log probabilities of a run of output tokens.
+type TokenLogprobs struct {
+	Tokens []TokenLogprob
 }

@@ -207,6 +207,10 @@ func (b *ResultBuilder) Apply(ev *Event) {
 		if ev.Usage != nil {
 			b.res.Usage = *ev.Usage
 		}
+	case EventLogprobs:
+		if ev.Logprobs != nil {
+			b.res.Logprobs = append(b.res.Logprobs, ev.Logprobs.Tokens...)
+		}
 	case EventFinish:
 		b.res.FinishReason = ev.Finish
 	}

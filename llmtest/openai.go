@@ -46,11 +46,37 @@ type oaMessage struct {
 }
 
 type oaChoice struct {
-	Index        int        `json:"index"`
-	Message      *oaMessage `json:"message,omitempty"`
-	Delta        *oaDelta   `json:"delta,omitempty"`
-	Logprobs     *struct{}  `json:"logprobs"`
-	FinishReason *string    `json:"finish_reason"`
+	Index        int         `json:"index"`
+	Message      *oaMessage  `json:"message,omitempty"`
+	Delta        *oaDelta    `json:"delta,omitempty"`
+	Logprobs     *oaLogprobs `json:"logprobs"`
+	FinishReason *string     `json:"finish_reason"`
+}
+
+type oaLogprobs struct {
+	Content []oaTokenLogprob `json:"content"`
+}
+
+type oaTokenLogprob struct {
+	Token       string           `json:"token"`
+	Logprob     float64          `json:"logprob"`
+	Bytes       []int            `json:"bytes"`
+	TopLogprobs []oaTokenLogprob `json:"top_logprobs,omitempty"`
+}
+
+func oaLogprobsOf(l []llm.TokenLogprob) *oaLogprobs {
+	if len(l) == 0 {
+		return nil
+	}
+	out := &oaLogprobs{}
+	for _, t := range l {
+		w := oaTokenLogprob{Token: t.Token, Logprob: t.Logprob, Bytes: t.Bytes, TopLogprobs: []oaTokenLogprob{}}
+		for _, a := range t.Top {
+			w.TopLogprobs = append(w.TopLogprobs, oaTokenLogprob{Token: a.Token, Logprob: a.Logprob, Bytes: a.Bytes})
+		}
+		out.Content = append(out.Content, w)
+	}
+	return out
 }
 
 type oaDelta struct {
@@ -114,7 +140,7 @@ func (openAI) buffered(p *plan) []byte {
 	}
 	return marshal(oaCompletion{
 		ID: p.oaID(), Object: "chat.completion", Created: time.Now().Unix(), Model: p.model,
-		Choices:           []oaChoice{{Message: msg, FinishReason: strp(oaFinish(p))}},
+		Choices:           []oaChoice{{Message: msg, FinishReason: strp(oaFinish(p)), Logprobs: oaLogprobsOf(p.logprobs)}},
 		Usage:             oaUsageOf(p.usage),
 		SystemFingerprint: "fp_llmtest",
 	})
@@ -125,11 +151,12 @@ func (p *plan) oaID() string { return fmt.Sprintf("chatcmpl-llmtest-%d", p.seq) 
 func (openAI) frames(p *plan, x *exchange) []frame {
 	created := time.Now().Unix()
 	n := 0
+	var lp *oaLogprobs // the next chunk's logprobs
 	chunk := func(d *oaDelta, finish *string) []byte {
 		n++
 		c := oaCompletion{
 			ID: p.oaID(), Object: "chat.completion.chunk", Created: created, Model: p.model,
-			Choices:           []oaChoice{{Delta: d, FinishReason: finish}},
+			Choices:           []oaChoice{{Delta: d, FinishReason: finish, Logprobs: lp}},
 			SystemFingerprint: "fp_llmtest",
 			Obfuscation:       strings.Repeat("x", n%7+1),
 		}
@@ -148,8 +175,15 @@ func (openAI) frames(p *plan, x *exchange) []frame {
 	for _, d := range p.refusal {
 		out = append(out, frame{kind: fDelta, data: chunk(&oaDelta{Refusal: strp(d)}, nil)})
 	}
-	for _, d := range p.text {
+	for i, d := range p.text {
+		switch {
+		case i < len(p.logprobs) && i == len(p.text)-1:
+			lp = oaLogprobsOf(p.logprobs[i:])
+		case i < len(p.logprobs):
+			lp = oaLogprobsOf(p.logprobs[i : i+1])
+		}
 		out = append(out, frame{kind: fDelta, data: chunk(&oaDelta{Content: strp(d)}, nil)})
+		lp = nil
 	}
 	for i, t := range p.tools {
 		idx := i

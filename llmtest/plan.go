@@ -41,6 +41,7 @@ type plan struct {
 	signature string // Gemini text-part signature
 	header    map[string]string
 	seq       int // request sequence number, for ids
+	logprobs  []llm.TokenLogprob
 }
 
 // split cuts s into chunks of about n bytes, never inside a rune.
@@ -102,6 +103,7 @@ func newPlan(r *Reply, bodyLen int, model string, seq int) *plan {
 		p.tools = append(p.tools, t)
 	}
 	p.finish = r.Finish
+	p.logprobs = r.Logprobs
 	if p.finish == "" {
 		switch {
 		case len(p.tools) > 0:

@@ -62,6 +62,11 @@ type Reply struct {
 	// reply (reasoning, refusal, text and tool-argument fragments),
 	// reasoning tokens = the number of reasoning deltas.
 	Usage *llm.Usage
+	// Logprobs are the answer's token log probabilities, sent in the
+	// OpenAI format only (choices[].logprobs.content): buffered all at
+	// once; streamed, the i-th with the i-th text delta and any left over
+	// with the last.
+	Logprobs []llm.TokenLogprob
 	// Model is the model the answer names. Default: the requested model,
 	// or "llmtest-model" when the request names none.
 	Model string

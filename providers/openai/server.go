@@ -661,6 +661,16 @@ func (s *ServerStream) Event(dst []byte, ev *llm.Event) []byte {
 		td.Function.Arguments = ev.Text
 		d.ToolCalls = []serverToolDelta{td}
 		return s.chunk(dst, d, nil, nil, false)
+	case llm.EventLogprobs:
+		if ev.Logprobs == nil || len(ev.Logprobs.Tokens) == 0 {
+			return dst
+		}
+		c := serverCompletion{ID: s.id, Object: "chat.completion.chunk", Created: s.created, Model: s.model,
+			Choices: []serverChoice{{Index: s.choice, Delta: s.delta(), Logprobs: &wireLogprobs{Content: wireLogprobsOf(ev.Logprobs.Tokens)}}}}
+		b, _ := json.Marshal(c)
+		dst = append(dst, "data: "...)
+		dst = append(dst, b...)
+		return append(dst, '\n', '\n')
 	case llm.EventUsage, llm.EventFinish:
 		s.held.Hold(ev)
 	}

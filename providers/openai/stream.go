@@ -340,9 +340,11 @@ func (d *streamDecoder) refused() bool {
 // when it is the first choice and has one.
 func (d *streamDecoder) choice(o *jsonscan.Object) (finish []byte, err error) {
 	var idx int
-	var delta, fin []byte
+	var delta, fin, lp []byte
 	for o.Next() {
 		switch string(o.Key()) {
+		case "logprobs":
+			lp = o.Value()
 		case "index":
 			n, err := jsonscan.Int(o.Value())
 			if err != nil {
@@ -361,6 +363,20 @@ func (d *streamDecoder) choice(o *jsonscan.Object) (finish []byte, err error) {
 	if len(delta) > 0 && !jsonscan.IsNull(delta) {
 		if err := d.delta(idx, delta); err != nil {
 			return nil, err
+		}
+	}
+	if idx == 0 && len(lp) > 0 && !jsonscan.IsNull(lp) {
+		// Only when the request asked for them: decoded with encoding/json,
+		// and a chunk that has them is never a template.
+		d.content = nil
+		var w wireLogprobs
+		if err := json.Unmarshal(lp, &w); err != nil {
+			return nil, decodeErr("choices[].logprobs", err)
+		}
+		if len(w.Content) > 0 {
+			if err := d.send(llm.Event{Type: llm.EventLogprobs, Logprobs: &llm.TokenLogprobs{Tokens: logprobsOf(w.Content)}}); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if idx == 0 && hasFinish(fin) {

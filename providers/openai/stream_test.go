@@ -246,12 +246,12 @@ func TestStreamDecoderEvents(t *testing.T) {
 			finish: llm.FinishLength,
 		},
 		{
-			name: "unknown fields and obfuscation are skipped",
+			name: "unknown fields and obfuscation are skipped; logprobs are read",
 			chunks: []string{
 				`{"id":"x","obfuscation":"q{]\"","choices":[{"index":0,"logprobs":{"content":[{"token":"}"}]},"content_filter_results":{},"delta":{"channel":"analysis","content":"ok"},"native_finish_reason":null}],"x_unknown":[1,{"a":null}]}`,
 				fin("stop"),
 			},
-			want:   []string{"text:ok", "finish:stop"},
+			want:   []string{"text:ok", "logprobs:", "finish:stop"},
 			finish: llm.FinishStop,
 		},
 		{
