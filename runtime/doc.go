@@ -67,6 +67,21 @@
 //     Close stops the runtime's own actors and leaves the system. Inside a
 //     cluster node the runtime uses the node's system instead (see
 //     package cluster).
+//   - Model names (names.go): provider/model, an alias, or bare. A bare
+//     name is served by the first WithModelPattern it matches, or on the
+//     default provider a caller names (Resolve: the gateway names the
+//     provider whose API the client speaks, chorus batch "openai"); the
+//     runtime never guesses a provider from how a model is spelled. A name
+//     with a slash whose provider is not registered is not taken for a
+//     bare one: a mistyped provider id fails instead of reaching another.
+//   - Fields a format cannot honour (support.go): before admission each
+//     target says what its format makes of the request's optional fields
+//     (providers.Client.Support). A target that would have to refuse one
+//     is skipped, and with none left the call fails with an
+//     *llm.UnsupportedFieldError before anything is sent or any budget is
+//     spent; under llm.DropUnsupported every target serves without them.
+//     What a target left out is in Meta.Dropped and CallReport.Dropped. A
+//     request that sets no optional field pays one check.
 //
 // Guide: docs/runtime.md (keys, limits, aliases) and docs/pacing.md (how
 // rate limits are learnt and kept) in the repository, which starts from the
