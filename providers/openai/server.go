@@ -527,8 +527,8 @@ func EncodeServerChat(res *llm.ChatResult, model string, created int64) ([]byte,
 		Choices: []serverChoice{{Message: serverMessageOf(res), FinishReason: &fin}},
 		Usage:   usageOf(res.Usage), ServiceTier: res.Meta.ServiceTier,
 	}
-	if fp := res.Meta.SystemFingerprint; fp != "" {
-		c.SystemFingerprint = &fp
+	if res.Meta.SystemFingerprint != "" {
+		c.SystemFingerprint = &res.Meta.SystemFingerprint // res is on the heap already: no copy to allocate
 	}
 	if len(res.Logprobs) > 0 {
 		c.Choices[0].Logprobs = &wireLogprobs{Content: wireLogprobsOf(res.Logprobs)}
