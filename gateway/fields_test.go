@@ -309,12 +309,14 @@ func TestOpenAILogprobsComeBack(t *testing.T) {
 	fx.up.Push(llmtest.Respond(llmtest.Reply{Deltas: []string{"Hel", "lo"}, Logprobs: lps}))
 	a = fx.do(t, "POST", "/v1/chat/completions", strings.Replace(body, `"logprobs":true`, `"logprobs":true,"stream":true`, 1))
 	var tokens []string
+	fingerprint := ""
 	for _, d := range sseData(a.body) {
 		if d == "[DONE]" {
 			continue
 		}
 		var c struct {
-			Choices []struct {
+			SystemFingerprint *string `json:"system_fingerprint"`
+			Choices           []struct {
 				Logprobs *struct {
 					Content []struct {
 						Token string `json:"token"`
@@ -323,6 +325,9 @@ func TestOpenAILogprobsComeBack(t *testing.T) {
 			} `json:"choices"`
 		}
 		decode(t, []byte(d), &c)
+		if c.SystemFingerprint != nil {
+			fingerprint = *c.SystemFingerprint
+		}
 		for _, ch := range c.Choices {
 			if ch.Logprobs != nil {
 				for _, tk := range ch.Logprobs.Content {
@@ -330,6 +335,9 @@ func TestOpenAILogprobsComeBack(t *testing.T) {
 				}
 			}
 		}
+	}
+	if fingerprint != "fp_llmtest" {
+		t.Errorf("the stream's last chunk does not carry the upstream's system_fingerprint: %s", a.body)
 	}
 	if strings.Join(tokens, "|") != "Hel|lo" {
 		t.Fatalf("streamed logprobs %v in %s", tokens, a.body)

@@ -226,6 +226,17 @@ func (b *ResultBuilder) SetMeta(id, model string) {
 	}
 }
 
+// SetServedBy records the provider's system fingerprint and the service
+// tier that served the answer (ResponseMeta), each the first one seen.
+func (b *ResultBuilder) SetServedBy(fingerprint, tier string) {
+	if fingerprint != "" && b.res.Meta.SystemFingerprint == "" {
+		b.res.Meta.SystemFingerprint = fingerprint
+	}
+	if tier != "" && b.res.Meta.ServiceTier == "" {
+		b.res.Meta.ServiceTier = tier
+	}
+}
+
 // AddThinkingBlock appends a completed reasoning block.
 func (b *ResultBuilder) AddThinkingBlock(tb ThinkingBlock) {
 	b.res.ThinkingBlocks = append(b.res.ThinkingBlocks, tb)

@@ -591,6 +591,8 @@ type ServerStream struct {
 	started      bool
 	held         wire.HeldEnd
 	choice       int // the index of the choice its chunks carry (SetChoice)
+	// fingerprint and tier, once known (End), go on the chunks after.
+	fingerprint, tier string
 }
 
 // SetChoice makes the stream's chunks those of choice i (default 0): an
@@ -606,7 +608,10 @@ func NewServerStream(id, model string, created int64, includeUsage bool) *Server
 }
 
 func (s *ServerStream) chunk(dst []byte, d *serverDelta, finish *string, usage *serverUsage, noChoices bool) []byte {
-	c := serverCompletion{ID: s.id, Object: "chat.completion.chunk", Created: s.created, Model: s.model, Usage: usage}
+	c := serverCompletion{ID: s.id, Object: "chat.completion.chunk", Created: s.created, Model: s.model, Usage: usage, ServiceTier: s.tier}
+	if s.fingerprint != "" {
+		c.SystemFingerprint = &s.fingerprint
+	}
 	if noChoices {
 		c.Choices = []serverChoice{}
 	} else {
@@ -684,6 +689,9 @@ func (s *ServerStream) Event(dst []byte, ev *llm.Event) []byte {
 func (s *ServerStream) End(dst []byte, res *llm.ChatResult) []byte {
 	fin, usage := s.held.Final(res)
 	f := finishString(fin)
+	if res != nil { // the last chunk says what served, as the provider's chunks do
+		s.fingerprint, s.tier = res.Meta.SystemFingerprint, res.Meta.ServiceTier
+	}
 	dst = s.chunk(dst, s.delta(), &f, nil, false)
 	if s.includeUsage {
 		dst = s.chunk(dst, nil, nil, usageOf(usage), true)

@@ -42,6 +42,7 @@ type streamDecoder struct {
 	argsSeen []bool
 
 	haveID, haveModel bool
+	haveFP, haveTier  bool // system_fingerprint, service_tier: read once
 
 	// pending holds the events of the chunk being decoded (see send).
 	pending []llm.Event
@@ -208,6 +209,18 @@ func (d *streamDecoder) feed(name, data []byte) (bool, error) {
 				if err == nil && s != "" {
 					d.b.SetMeta(s, "")
 					d.haveID = true
+				}
+			}
+		case "system_fingerprint", "service_tier":
+			if fp := o.KeyIs("system_fingerprint"); (fp && !d.haveFP) || (!fp && !d.haveTier) {
+				if s, err := jsonscan.String(o.Value()); err == nil && s != "" {
+					if fp {
+						d.b.SetServedBy(s, "")
+						d.haveFP = true
+					} else {
+						d.b.SetServedBy("", s)
+						d.haveTier = true
+					}
 				}
 			}
 		case "model":
