@@ -343,3 +343,43 @@ func TestOpenAILogprobsComeBack(t *testing.T) {
 		t.Fatalf("streamed logprobs %v in %s", tokens, a.body)
 	}
 }
+
+// Embedding requests keep a client's own fields: Gemini's taskType and
+// title reach a Gemini upstream on every item, an OpenAI client's unknown
+// field reaches OpenAI; either to another format is a 400 naming it.
+func TestEmbeddingFieldsPassThrough(t *testing.T) {
+	fx := newFixture(t, gateway.Options{})
+	a := fx.do(t, "POST", "/v1beta/models/text-embedding-004:batchEmbedContents", `{"requests":[
+{"model":"models/text-embedding-004","content":{"parts":[{"text":"a"}]},"taskType":"RETRIEVAL_DOCUMENT","title":"t"},
+{"model":"models/text-embedding-004","content":{"parts":[{"text":"b"}]},"taskType":"RETRIEVAL_DOCUMENT","title":"t"}]}`)
+	if a.status != 200 {
+		t.Fatalf("%d %s", a.status, a.body)
+	}
+	var up struct {
+		Requests []map[string]json.RawMessage `json:"requests"`
+	}
+	decode(t, fx.up.Requests()[0].Body, &up)
+	if len(up.Requests) != 2 || !sameJSON(up.Requests[1]["taskType"], []byte(`"RETRIEVAL_DOCUMENT"`)) || !sameJSON(up.Requests[0]["title"], []byte(`"t"`)) {
+		t.Fatalf("upstream %s", fx.up.Requests()[0].Body)
+	}
+	a = fx.do(t, "POST", "/v1beta/models/openai/text-embedding-3-small:embedContent", `{"content":{"parts":[{"text":"a"}]},"taskType":"RETRIEVAL_QUERY"}`)
+	if a.status != 400 || !strings.Contains(string(a.body), "taskType") {
+		t.Fatalf("taskType to OpenAI: %d %s", a.status, a.body)
+	}
+	a = fx.do(t, "POST", "/v1beta/models/text-embedding-004:batchEmbedContents", `{"requests":[{"content":{"parts":[{"text":"a"}]},"taskType":"A"},{"content":{"parts":[{"text":"b"}]},"taskType":"B"}]}`)
+	if a.status != 400 || !strings.Contains(string(a.body), "requests[1]") {
+		t.Fatalf("items that disagree: %d %s", a.status, a.body)
+	}
+	n := len(fx.up.Requests())
+	a = fx.do(t, "POST", "/v1/embeddings", `{"model":"text-embedding-3-small","input":"a","x_vendor":{"k":1}}`)
+	if a.status != 200 || len(fx.up.Requests()) != n+1 {
+		t.Fatalf("%d %s", a.status, a.body)
+	}
+	if got := upstreamBody(t, fx.up); !sameJSON(got["x_vendor"], []byte(`{"k":1}`)) {
+		t.Fatalf("x_vendor arrived as %s", got["x_vendor"])
+	}
+	a = fx.do(t, "POST", "/v1/embeddings", `{"model":"gemini/text-embedding-004","input":"a","x_vendor":{"k":1}}`)
+	if a.status != 400 || !strings.Contains(string(a.body), "x_vendor") {
+		t.Fatalf("x_vendor to Gemini: %d %s", a.status, a.body)
+	}
+}

@@ -28,6 +28,7 @@ func renderFieldTables() string {
 		{"OpenAI embeddings (`POST /v1/embeddings`)", openai.EmbedFields},
 		{"Anthropic Messages (`POST /v1/messages`, `count_tokens`)", anthropic.MessagesFields},
 		{"Gemini generateContent (`POST /v1beta/models/{model}:generateContent`)", gemini.GenerateFields},
+		{"Gemini embeddings (`:embedContent`, each item of `:batchEmbedContents`)", gemini.EmbedFields},
 	} {
 		b.WriteString("\n**" + tb.title + "**\n\n| field | class | how |\n| --- | --- | --- |\n")
 		for _, f := range tb.fields {

@@ -24,6 +24,10 @@ type EmbedRequest struct {
 	// Headers are extra HTTP headers for this call; authentication and
 	// framing headers are reserved.
 	Headers map[string]string
+	// Extra are the client's fields llm has no name for (Gemini's taskType
+	// and title), sent unchanged to an upstream of their format only; any
+	// other format refuses the call (*UnsupportedFieldError), nothing sent.
+	Extra *Extra
 }
 
 // EmbedResult holds one vector per input, in input order.

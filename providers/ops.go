@@ -85,6 +85,13 @@ func (c *Client) Embed(ctx context.Context, req *llm.EmbedRequest) (*llm.EmbedRe
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
+	if e := req.Extra; e != nil && len(e.Fields) > 0 && e.Format != string(c.cfg.Format) {
+		names := make([]string, len(e.Fields))
+		for i, f := range e.Fields {
+			names[i] = f.Name
+		}
+		return nil, &llm.UnsupportedFieldError{Fields: names, Format: string(c.cfg.Format), Target: c.cfg.ID + "/" + req.Model}
+	}
 	if batch <= 0 {
 		batch = len(req.Inputs)
 	}

@@ -65,13 +65,18 @@ func EmbedRequest(req *llm.EmbedRequest, o wire.BuildOptions) (*wire.Request, er
 	if err != nil {
 		return nil, err
 	}
-	reqs := make([]embedContentRequest, len(req.Inputs))
+	items := make([]json.RawMessage, len(req.Inputs))
 	for i, s := range req.Inputs {
-		reqs[i] = embedContentRequest{Model: "models/" + model, Content: content{Parts: []part{textPart(s)}}, OutputDimensionality: req.Dimensions}
+		b, err := json.Marshal(embedContentRequest{Model: "models/" + model, Content: content{Parts: []part{textPart(s)}}, OutputDimensionality: req.Dimensions})
+		if err != nil {
+			return nil, &llm.ConfigError{Field: "request", Msg: "cannot encode: " + err.Error()}
+		}
+		// A client's own fields (taskType, title) go on every item.
+		items[i] = wire.SpliceExtra(b, req.Extra, formatName)
 	}
 	return jsonRequest(path+":batchEmbedContents", struct {
-		Requests []embedContentRequest `json:"requests"`
-	}{reqs}, req.Headers)
+		Requests []json.RawMessage `json:"requests"`
+	}{items}, req.Headers)
 }
 
 // ParseEmbed parses a batchEmbedContents answer: embeddings[].values in

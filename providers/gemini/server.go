@@ -483,6 +483,29 @@ func DecodeServerEmbed(model string, batch bool, body []byte) (*llm.EmbedRequest
 		reqs = []embedContentRequest{one}
 	}
 	out := &llm.EmbedRequest{Model: model}
+	// Each item's own fields (taskType, title): kept for a Gemini upstream;
+	// the items of one batch must agree on them, as they travel as one.
+	raws := [][]byte{body}
+	if batch {
+		var rawMany struct {
+			Requests []json.RawMessage `json:"requests"`
+		}
+		_ = json.Unmarshal(body, &rawMany)
+		raws = raws[:0]
+		for _, r := range rawMany.Requests {
+			raws = append(raws, r)
+		}
+	}
+	for i, raw := range raws {
+		e := wire.ExtraFields(raw, embedFields, formatName)
+		if i == 0 {
+			out.Extra = e
+			continue
+		}
+		if a, b := mustJSON(out.Extra), mustJSON(e); a != b {
+			return nil, badField(fmt.Sprintf("requests[%d]", i), "has other fields than requests[0] (%s, %s): the items of one batch are sent alike", b, a)
+		}
+	}
 	for i, r := range reqs {
 		var texts []string
 		for _, p := range r.Content.Parts {
@@ -581,4 +604,25 @@ func rawConfig(body []byte) []byte {
 		return nil
 	}
 	return b.GenerationConfig
+}
+
+// EmbedFields are the fields of an embedContent request (and of each item
+// of batchEmbedContents): model and content are the request, a field not
+// named here is passed through to a Gemini upstream (taskType, title).
+var EmbedFields = []llm.WireField{
+	{Name: "model", Class: llm.FieldServed, Note: "the path's"},
+	{Name: "content", Class: llm.FieldMapped, Note: "text parts"},
+	{Name: "outputDimensionality", Class: llm.FieldMapped, Note: "OpenAI dimensions"},
+	{Name: "taskType", Class: llm.FieldPassthrough, Note: ""},
+	{Name: "title", Class: llm.FieldPassthrough, Note: ""},
+}
+
+var embedFields = wire.NewClassified(EmbedFields)
+
+func mustJSON(e *llm.Extra) string {
+	if e == nil {
+		return "none"
+	}
+	b, _ := json.Marshal(e.Fields)
+	return string(b)
 }

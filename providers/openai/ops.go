@@ -53,6 +53,7 @@ func EmbedRequest(req *llm.EmbedRequest, o wire.BuildOptions) (*wire.Request, er
 	if err != nil {
 		return nil, err
 	}
+	body = wire.SpliceExtra(body, req.Extra, formatName)
 	return &wire.Request{Method: http.MethodPost, Path: embeddingsPath, Body: body, Header: jsonHeader("application/json", req.Headers)}, nil
 }
 

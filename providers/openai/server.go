@@ -783,9 +783,10 @@ func DecodeServerEmbed(body []byte) (req *llm.EmbedRequest, base64Vectors bool, 
 
 // DecodeEmbedRequest is DecodeServerEmbed; without requireModel a request
 // that names no model is taken (a batch line). The gateway and "chorus
-// batch" read embedding request bodies through it. user is taken and
-// sent nowhere (it names the end user to OpenAI only, and changes no
-// vector); any other field is refused, naming it.
+// batch" read embedding request bodies through it. user is taken and sent
+// nowhere (it names the end user to OpenAI only, and changes no vector);
+// any other field is passed through to an OpenAI-format upstream
+// (llm.EmbedRequest.Extra) and refused by any other.
 func DecodeEmbedRequest(body []byte, requireModel bool) (req *llm.EmbedRequest, base64Vectors bool, err error) {
 	var b struct {
 		Model          string          `json:"model"`
@@ -796,10 +797,7 @@ func DecodeEmbedRequest(body []byte, requireModel bool) (req *llm.EmbedRequest, 
 	if err := json.Unmarshal(body, &b); err != nil {
 		return nil, false, jsonFieldError(err, "is not an embeddings request")
 	}
-	if e := wire.ExtraFields(body, embedFields, formatName); e != nil {
-		return nil, false, badField(e.Fields[0].Name, "is not served on embeddings (model, input, encoding_format, dimensions, user)")
-	}
-	req = &llm.EmbedRequest{Model: b.Model, Dimensions: b.Dimensions}
+	req = &llm.EmbedRequest{Model: b.Model, Dimensions: b.Dimensions, Extra: wire.ExtraFields(body, embedFields, formatName)}
 	var one string
 	if len(b.Input) == 0 || string(b.Input) == "null" {
 		return nil, false, badField("input", "is missing")
