@@ -1,0 +1,152 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chorusrt/chorus/internal/faultproxy"
+	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/llmtest"
+	"github.com/chorusrt/chorus/session"
+)
+
+// viaProxy rewrites a PostgreSQL URL DSN to reach its server through p.
+func viaProxy(t *testing.T, dsn string, p *faultproxy.Proxy) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil || u.Host == "" {
+		t.Fatalf("the test needs a postgres:// URL DSN to route through a proxy, got %q", dsn)
+	}
+	u.Host = p.Addr()
+	return u.String()
+}
+
+// pgTarget is the host:port a URL DSN names.
+func pgTarget(t *testing.T, dsn string) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil || u.Host == "" {
+		t.Fatalf("the test needs a postgres:// URL DSN, got %q", dsn)
+	}
+	return u.Host
+}
+
+// TestMemberPartitionedFromPostgres: three member processes share one
+// PostgreSQL journal; one of them reaches it through a fault proxy. While
+// its sessions' tools run (each turn a single-attempt refund and an
+// idempotent note), that member loses PostgreSQL (the link goes silent,
+// as when packets are dropped) for three lease lengths, keeping its links
+// to the other members, then the link heals. The history is checked:
+//   - every session finishes;
+//   - no single-attempt write ran twice (the ledger the tools write), and
+//     every refund record has one attempt at most, succeeded or
+//     outcome_unknown, never repeated by the member that took over;
+//   - every session's idempotent note ran (it reruns until it succeeds).
+func TestMemberPartitionedFromPostgres(t *testing.T) {
+	dsn := pgDSN(t)
+	const ttl = 1500 * time.Millisecond
+	srv := llmtest.NewServer()
+	defer srv.Close()
+	srv.SetResponder(clusterResponder)
+	proxy, err := faultproxy.Start(pgTarget(t, dsn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	l := &ledger{path: filepath.Join(t.TempDir(), "ledger")}
+
+	addrs := freeAddrs(t, 4)
+	members, clientAddr := addrs[:3], addrs[3]
+	children := make([]*child, len(members))
+	var wg sync.WaitGroup
+	for i, a := range members {
+		memberDSN := dsn
+		if i == 0 {
+			memberDSN = viaProxy(t, dsn, proxy)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			children[i] = startChild(t, childSpec{Name: "partition", Bind: a, Peers: members, DSN: memberDSN, Provider: srv.OpenAIBaseURL(),
+				Ledger: l.path, Pause: 2 * time.Second, LeaseTTL: ttl})
+		}()
+	}
+	wg.Wait()
+	defer func() {
+		for _, c := range children {
+			if c != nil {
+				c.stop(t)
+			}
+		}
+	}()
+	client, err := Join(context.Background(), Config{Name: "partition", Bind: clientAddr, Peers: members, Client: true, RefreshInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll(t, []*Node{client})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := client.WaitMembers(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	ss := client.Sessions()
+	ids := make([]string, 12)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("part-%02d", i)
+		if err := ss.Send(ctx, ids[i], llm.UserText("refund order 7")); err != nil {
+			t.Fatalf("send %s: %v", ids[i], err)
+		}
+	}
+	time.Sleep(time.Second) // the turns' tools are running
+	holders := leaseHolders(t, dsn)
+	t.Logf("lease holders before the partition: %v", holders)
+	if holders[members[0]] == 0 {
+		t.Fatalf("the member behind the proxy (%s) holds no session (holders %v): nothing would be tested", members[0], holders)
+	}
+	proxy.Partition()
+	time.Sleep(3 * ttl)
+	proxy.Heal()
+
+	for _, id := range ids {
+		tr, err := ss.Wait(ctx, id)
+		if err != nil {
+			t.Fatalf("wait %s: %v", id, err)
+		}
+		if tr.Status != session.TurnCompleted {
+			t.Fatalf("%s: turn ended %+v", id, tr)
+		}
+		snap, err := ss.Snapshot(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range snap.Tools {
+			if r.Effect == session.EffectNonIdempotentWrite && (r.Attempts > 1 || (r.Status != session.StatusSucceeded && r.Status != session.StatusOutcomeUnknown)) {
+				t.Errorf("%s: refund ended %s after %d attempts", id, r.Status, r.Attempts)
+			}
+		}
+	}
+	refunds, notes := 0, 0
+	for line, n := range l.lines(t) {
+		switch {
+		case strings.HasPrefix(line, "refund "):
+			refunds++
+			if n > 1 {
+				t.Errorf("single-attempt write repeated: %q ran %d times", line, n)
+			}
+		case strings.HasPrefix(line, "note "):
+			notes++
+		}
+	}
+	if notes != len(ids) {
+		t.Errorf("%d sessions' notes in the ledger, want %d", notes, len(ids))
+	}
+	st := proxy.Stats()
+	t.Logf("history: %d sessions, %d refunds, %d notes in the ledger; the proxy partitioned %d time(s), carried %d/%d bytes over %d connections",
+		len(ids), refunds, notes, st.Partitions, st.BytesUp, st.BytesDown, st.Accepted)
+}
