@@ -49,6 +49,21 @@ func pgTarget(t *testing.T, dsn string) string {
 //     outcome_unknown, never repeated by the member that took over;
 //   - every session's idempotent note ran (it reruns until it succeeds).
 func TestMemberPartitionedFromPostgres(t *testing.T) {
+	runPostgresFault(t, 1, func(p *faultproxy.Proxy) { p.Partition() }, 3)
+}
+
+// TestPostgresDownLongerThanALease: every member reaches PostgreSQL
+// through the proxy, and PostgreSQL goes away (connections reset, new ones
+// refused) for two lease lengths under load, then comes back; the same
+// history checks hold.
+func TestPostgresDownLongerThanALease(t *testing.T) {
+	runPostgresFault(t, 3, func(p *faultproxy.Proxy) { p.Reset() }, 2)
+}
+
+// runPostgresFault runs the scenario: behind members reach PostgreSQL
+// through a fault proxy, fault is injected while the turns' tools run and
+// healed after leases lease lengths.
+func runPostgresFault(t *testing.T, behind int, fault func(*faultproxy.Proxy), leases int) {
 	dsn := pgDSN(t)
 	const ttl = 1500 * time.Millisecond
 	srv := llmtest.NewServer()
@@ -67,7 +82,7 @@ func TestMemberPartitionedFromPostgres(t *testing.T) {
 	var wg sync.WaitGroup
 	for i, a := range members {
 		memberDSN := dsn
-		if i == 0 {
+		if i < behind {
 			memberDSN = viaProxy(t, dsn, proxy)
 		}
 		wg.Add(1)
@@ -109,8 +124,8 @@ func TestMemberPartitionedFromPostgres(t *testing.T) {
 	if holders[members[0]] == 0 {
 		t.Fatalf("the member behind the proxy (%s) holds no session (holders %v): nothing would be tested", members[0], holders)
 	}
-	proxy.Partition()
-	time.Sleep(3 * ttl)
+	fault(proxy)
+	time.Sleep(time.Duration(leases) * ttl)
 	proxy.Heal()
 
 	for _, id := range ids {
@@ -147,6 +162,6 @@ func TestMemberPartitionedFromPostgres(t *testing.T) {
 		t.Errorf("%d sessions' notes in the ledger, want %d", notes, len(ids))
 	}
 	st := proxy.Stats()
-	t.Logf("history: %d sessions, %d refunds, %d notes in the ledger; the proxy partitioned %d time(s), carried %d/%d bytes over %d connections",
-		len(ids), refunds, notes, st.Partitions, st.BytesUp, st.BytesDown, st.Accepted)
+	t.Logf("history: %d sessions, %d refunds, %d notes in the ledger checked; the proxy partitioned %d time(s), reset %d and refused %d connections, carried %d/%d bytes over %d",
+		len(ids), refunds, notes, st.Partitions, st.Resets, st.Refused, st.BytesUp, st.BytesDown, st.Accepted)
 }
