@@ -60,6 +60,13 @@ func TestPostgresDownLongerThanALease(t *testing.T) {
 	runPostgresFault(t, 3, func(p *faultproxy.Proxy) { p.Reset() }, 2)
 }
 
+// TestSlowLinkToPostgres: one member's link to PostgreSQL takes 2 s each
+// way (longer than its lease renewals may wait) for three lease lengths;
+// the same history checks hold.
+func TestSlowLinkToPostgres(t *testing.T) {
+	runPostgresFault(t, 1, func(p *faultproxy.Proxy) { p.SetLatency(2*time.Second, 200*time.Millisecond) }, 3)
+}
+
 // runPostgresFault runs the scenario: behind members reach PostgreSQL
 // through a fault proxy, fault is injected while the turns' tools run and
 // healed after leases lease lengths.
