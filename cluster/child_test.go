@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -122,6 +123,40 @@ func startChild(t *testing.T, spec childSpec) *child {
 		t.Fatalf("child %s not ready after 60s", spec.Bind)
 	}
 	return c
+}
+
+// startMembers starts a member process per spec, all at once, and joins
+// this process as a client of the cluster; the members are stopped
+// (SIGTERM) and the client closed at the test's end, a member a test set
+// to nil (killed) excepted. It waits until the client sees every member.
+func startMembers(t *testing.T, ctx context.Context, specs []childSpec, clientAddr string) ([]*child, *Node) {
+	t.Helper()
+	children := make([]*child, len(specs))
+	var wg sync.WaitGroup
+	for i := range specs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			children[i] = startChild(t, specs[i])
+		}()
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, c := range children {
+			if c != nil {
+				c.stop(t)
+			}
+		}
+	})
+	client, err := Join(context.Background(), Config{Name: specs[0].Name, Bind: clientAddr, Peers: specs[0].Peers, Client: true, RefreshInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeAll(t, []*Node{client}) })
+	if err := client.WaitMembers(ctx, len(specs)); err != nil {
+		t.Fatal(err)
+	}
+	return children, client
 }
 
 func (c *child) kill() {

@@ -43,34 +43,14 @@ func TestClusterSurvivesSIGKILL(t *testing.T) {
 
 	addrs := freeAddrs(t, 4)
 	members, clientAddr := addrs[:3], addrs[3]
-	children := make([]*child, len(members))
-	var wg sync.WaitGroup
-	for i, a := range members {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			children[i] = startChild(t, childSpec{Name: "crash", Bind: a, Peers: members, DSN: dsn, Provider: rec.URL + "/v1",
-				Ledger: l.path, Pause: 3 * time.Second, LeaseTTL: 1500 * time.Millisecond})
-		}()
-	}
-	wg.Wait()
-	defer func() {
-		for _, c := range children {
-			if c != nil {
-				c.stop(t)
-			}
-		}
-	}()
-	client, err := Join(context.Background(), Config{Name: "crash", Bind: clientAddr, Peers: members, Client: true, RefreshInterval: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeAll(t, []*Node{client})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if err := client.WaitMembers(ctx, 3); err != nil {
-		t.Fatal(err)
+	specs := make([]childSpec, len(members))
+	for i, a := range members {
+		specs[i] = childSpec{Name: "crash", Bind: a, Peers: members, DSN: dsn, Provider: rec.URL + "/v1",
+			Ledger: l.path, Pause: 3 * time.Second, LeaseTTL: 1500 * time.Millisecond}
 	}
+	children, client := startMembers(t, ctx, specs, clientAddr)
 
 	// Sessions: each turn's tools pause 3s, so they run when the kill comes.
 	ss := client.Sessions()

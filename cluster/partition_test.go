@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -85,38 +84,17 @@ func runPostgresFault(t *testing.T, behind int, fault func(*faultproxy.Proxy), l
 
 	addrs := freeAddrs(t, 4)
 	members, clientAddr := addrs[:3], addrs[3]
-	children := make([]*child, len(members))
-	var wg sync.WaitGroup
-	for i, a := range members {
-		memberDSN := dsn
-		if i < behind {
-			memberDSN = viaProxy(t, dsn, proxy)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			children[i] = startChild(t, childSpec{Name: "partition", Bind: a, Peers: members, DSN: memberDSN, Provider: srv.OpenAIBaseURL(),
-				Ledger: l.path, Pause: 2 * time.Second, LeaseTTL: ttl})
-		}()
-	}
-	wg.Wait()
-	defer func() {
-		for _, c := range children {
-			if c != nil {
-				c.stop(t)
-			}
-		}
-	}()
-	client, err := Join(context.Background(), Config{Name: "partition", Bind: clientAddr, Peers: members, Client: true, RefreshInterval: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeAll(t, []*Node{client})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if err := client.WaitMembers(ctx, 3); err != nil {
-		t.Fatal(err)
+	specs := make([]childSpec, len(members))
+	for i, a := range members {
+		specs[i] = childSpec{Name: "partition", Bind: a, Peers: members, DSN: dsn, Provider: srv.OpenAIBaseURL(),
+			Ledger: l.path, Pause: 2 * time.Second, LeaseTTL: ttl}
+		if i < behind {
+			specs[i].DSN = viaProxy(t, dsn, proxy)
+		}
 	}
+	_, client := startMembers(t, ctx, specs, clientAddr)
 	ss := client.Sessions()
 	ids := make([]string, 12)
 	for i := range ids {
