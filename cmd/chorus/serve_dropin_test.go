@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,19 +23,7 @@ import (
 // Anthropic client's cache_control on its system prompt comes back as
 // cache_read_input_tokens on its second call.
 func TestServeOfficialSDKsDropIn(t *testing.T) {
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sdk := filepath.Join(root, ".cache", "npm-sdk")
-	_, statErr := os.Stat(filepath.Join(sdk, "node_modules", "@anthropic-ai", "sdk", "package.json"))
-	_, nodeErr := exec.LookPath("node")
-	if statErr != nil || nodeErr != nil {
-		if os.Getenv("CHORUS_REQUIRE_SDK") != "" || os.Getenv("CI") != "" {
-			t.Fatalf("the official SDKs are not installed (run make sdk-clients): %v %v", statErr, nodeErr)
-		}
-		t.Skip("the official SDKs are not installed: run make sdk-clients (make test does)")
-	}
+	root, sdk := npmSDKs(t)
 	up := llmtest.NewServer(llmtest.WithPromptCache())
 	defer up.Close()
 	up.SetResponder(func(r llmtest.Recorded) llmtest.Step {
@@ -66,14 +52,7 @@ func TestServeOfficialSDKsDropIn(t *testing.T) {
 	if exit != 0 || strings.Contains(serveErr+stdout.String(), "SECRET") {
 		t.Errorf("serve exit %d, stderr %s", exit, serveErr)
 	}
-	out := map[string]map[string]any{}
-	sc := bufio.NewScanner(&stdout)
-	for sc.Scan() {
-		var m map[string]any
-		if json.Unmarshal(sc.Bytes(), &m) == nil {
-			out[m["case"].(string)] = m
-		}
-	}
+	out := nodeCases(&stdout)
 	want := func(name, key string, v any) {
 		t.Helper()
 		if got := out[name][key]; got != v {

@@ -27,19 +27,7 @@ import (
 // model list in each SDK's format, a provider's 400, an auth error and the
 // gateway key's 429, each as the SDK's own exception.
 func TestServeOfficialSDKsOnSimulator(t *testing.T) {
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sdk := filepath.Join(root, ".cache", "npm-sdk")
-	_, statErr := os.Stat(filepath.Join(sdk, "node_modules", "@anthropic-ai", "sdk", "package.json"))
-	_, nodeErr := exec.LookPath("node")
-	if statErr != nil || nodeErr != nil {
-		if os.Getenv("CHORUS_REQUIRE_SDK") != "" || os.Getenv("CI") != "" {
-			t.Fatalf("the official SDKs are not installed (run make sdk-clients): %v %v", statErr, nodeErr)
-		}
-		t.Skip("the official SDKs are not installed: run make sdk-clients (make test does)")
-	}
+	root, sdk := npmSDKs(t)
 	ant, err := sim.Start(sim.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -74,15 +62,7 @@ func TestServeOfficialSDKsOnSimulator(t *testing.T) {
 	if exit != 0 || strings.Contains(serveErr, "SECRET") || strings.Contains(stdout.String(), "SECRET") {
 		t.Errorf("serve exit %d, stderr %s", exit, serveErr)
 	}
-	out := map[string]map[string]any{}
-	sc := bufio.NewScanner(&stdout)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var m map[string]any
-		if json.Unmarshal(sc.Bytes(), &m) == nil {
-			out[m["case"].(string)] = m
-		}
-	}
+	out := nodeCases(&stdout)
 	want := func(name, key string, v any) {
 		t.Helper()
 		if got := out[name][key]; !reflect.DeepEqual(got, v) {
@@ -137,4 +117,39 @@ func containsAny(ids []any, prefix string) bool {
 		}
 	}
 	return false
+}
+
+// npmSDKs is the repository's root and the directory make sdk-clients
+// installs the official npm SDKs into; without them (or node) the test
+// skips, and fails under CI or CHORUS_REQUIRE_SDK.
+func npmSDKs(t *testing.T) (root, sdk string) {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdk = filepath.Join(root, ".cache", "npm-sdk")
+	_, statErr := os.Stat(filepath.Join(sdk, "node_modules", "@anthropic-ai", "sdk", "package.json"))
+	_, nodeErr := exec.LookPath("node")
+	if statErr != nil || nodeErr != nil {
+		if os.Getenv("CHORUS_REQUIRE_SDK") != "" || os.Getenv("CI") != "" {
+			t.Fatalf("the official SDKs are not installed (run make sdk-clients): %v %v", statErr, nodeErr)
+		}
+		t.Skip("the official SDKs are not installed: run make sdk-clients (make test does)")
+	}
+	return root, sdk
+}
+
+// nodeCases reads an SDK script's output: one JSON line per case.
+func nodeCases(stdout *bytes.Buffer) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if json.Unmarshal(sc.Bytes(), &m) == nil {
+			out[m["case"].(string)] = m
+		}
+	}
+	return out
 }
