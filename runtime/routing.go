@@ -208,6 +208,7 @@ type routeTarget struct {
 	conc   int64 // the provider's concurrency (sum of its keys' caps); 0: none set
 
 	pending atomic.Int64 // the alias's calls on it, chosen and not finished
+	until   atomic.Int64 // ejectedUntil in Unix nanoseconds, for ejected
 	picked  atomic.Int64
 	served  atomic.Int64
 	failed  atomic.Int64
@@ -330,15 +331,17 @@ func (rt *Runtime) route(ctx context.Context, req *llm.ChatRequest, targets []ta
 		return targets
 	}
 	ro := targets[0].rs.r
-	reason := ro.order(req, targets, time.Now())
-	if rep := reportOf(ctx); rep != nil {
+	rep := reportOf(ctx)
+	reason := ro.order(req, targets, time.Now(), rep != nil)
+	if rep != nil {
 		rep.Strategy, rep.Reason = string(ro.strategy), reason
 	}
 	return targets
 }
 
-// order orders targets for req and holds the first; it returns why.
-func (ro *router) order(req *llm.ChatRequest, targets []target, now time.Time) string {
+// order orders targets for req and holds the first; it returns why when
+// asked to explain.
+func (ro *router) order(req *llm.ChatRequest, targets []target, now time.Time, explain bool) string {
 	ro.mu.Lock()
 	defer ro.mu.Unlock()
 	n := len(targets)
@@ -357,7 +360,7 @@ func (ro *router) order(req *llm.ChatRequest, targets []target, now time.Time) s
 			s = ro.otherwise
 		}
 	}
-	why := ""
+	total := 0.0 // weighted's sum of weights
 	switch s {
 	case StrategyFallback:
 		for i := range targets {
@@ -366,7 +369,7 @@ func (ro *router) order(req *llm.ChatRequest, targets []target, now time.Time) s
 	case StrategyWeighted:
 		// Smooth weighted round robin over the healthy targets: each gains
 		// its weight, the highest is chosen and loses the total.
-		total, best := 0.0, -1
+		best := -1
 		for i := range targets {
 			rs := targets[i].rs
 			score[i] = float64(i) + 1 // the rest in declared order
@@ -383,7 +386,6 @@ func (ro *router) order(req *llm.ChatRequest, targets []target, now time.Time) s
 		if best >= 0 {
 			ro.swr[ro.index(targets[best].rs)] -= total
 			score[best] = 0
-			why = "weight " + strconv.FormatFloat(targets[best].rs.weight, 'g', -1, 64) + " of " + strconv.FormatFloat(total, 'g', -1, 64)
 		}
 	case StrategyLeastBusy:
 		ro.rot++
@@ -465,9 +467,10 @@ func (ro *router) order(req *llm.ChatRequest, targets []target, now time.Time) s
 	first.pending.Add(1)
 	first.picked.Add(1)
 	targets[0].held = true
-	if why == "" {
-		why = ro.why(s, first, score[0], keyed, key, now)
+	if !explain {
+		return ""
 	}
+	why := ro.why(s, first, score[0], key, total)
 	if first.ejected(now) {
 		why += "; every target ejected"
 	}
@@ -475,8 +478,10 @@ func (ro *router) order(req *llm.ChatRequest, targets []target, now time.Time) s
 }
 
 // why says what made s put first first.
-func (ro *router) why(s Strategy, first *routeTarget, score float64, keyed bool, key uint64, now time.Time) string {
+func (ro *router) why(s Strategy, first *routeTarget, score float64, key uint64, total float64) string {
 	switch s {
+	case StrategyWeighted:
+		return "weight " + strconv.FormatFloat(first.weight, 'g', -1, 64) + " of " + strconv.FormatFloat(total, 'g', -1, 64)
 	case StrategyLeastBusy:
 		b := strconv.FormatInt(first.busy()-1, 10)
 		if ro.conc {
@@ -572,9 +577,8 @@ func (rs *routeTarget) ejected(now time.Time) bool {
 	if rs.r.ej.Off {
 		return false
 	}
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	return now.Before(rs.ejectedUntil)
+	until := rs.until.Load()
+	return until != 0 && now.UnixNano() < until
 }
 
 // estimate is the target's latency estimate in nanoseconds: time to the
@@ -686,6 +690,7 @@ func (rs *routeTarget) eject(now time.Time) {
 	rs.ejections++
 	rs.totalEjections++
 	rs.ejectedUntil = now.Add(rs.r.ej.Duration * time.Duration(min(rs.ejections, 10)))
+	rs.until.Store(rs.ejectedUntil.UnixNano())
 	rs.probing = true
 	rs.cur, rs.prev, rs.winStart = [2]int{}, [2]int{}, now
 }
@@ -755,9 +760,19 @@ const (
 	fnvPrime  = 1099511628211
 )
 
-// strHash continues an FNV-1a hash h over s and a separator.
+// strHash continues a hash h over s and a separator: FNV-1a's scheme
+// over 8-byte words (a prompt prefix is kilobytes), then its bytes. The
+// same in every process, so that every runtime keeps a prefix on the same
+// target.
 func strHash(h uint64, s string) uint64 {
-	for i := 0; i < len(s); i++ {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		h = (h ^ w) * fnvPrime
+		h ^= h >> 29
+	}
+	for ; i < len(s); i++ {
 		h ^= uint64(s[i])
 		h *= fnvPrime
 	}
