@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/chorusrt/chorus/llm"
 )
 
@@ -322,21 +324,31 @@ func (rt *Runtime) routeOf(model string, out []target) {
 	}
 }
 
-// route orders a routed alias's targets for req, in place, and holds the
-// first for the call (place releases it); it reports the strategy and why
-// into the call's CallReport. Targets of a plain alias or model are
-// returned as they are.
-func (rt *Runtime) route(ctx context.Context, req *llm.ChatRequest, targets []target) []target {
+// The span attributes of a routed alias's call.
+const (
+	attrRouteStrategy = attribute.Key("chorus.route.strategy")
+	attrRouteReason   = attribute.Key("chorus.route.reason")
+)
+
+// route orders a routed alias's targets for req, in place (ct's targets
+// are the same slice), and holds the first for the call (place releases
+// it); it tells the call's CallReport and span the strategy and why.
+// Targets of a plain alias or model stay as they are.
+func (rt *Runtime) route(ctx context.Context, req *llm.ChatRequest, targets []target, ct *callTrace) {
 	if len(targets) == 0 || targets[0].rs == nil {
-		return targets
+		return
 	}
 	ro := targets[0].rs.r
 	rep := reportOf(ctx)
-	reason := ro.order(req, targets, time.Now(), rep != nil)
+	span := ct.tc.Span()
+	rec := span.IsRecording()
+	reason := ro.order(req, targets, time.Now(), rep != nil || rec)
 	if rep != nil {
 		rep.Strategy, rep.Reason = string(ro.strategy), reason
 	}
-	return targets
+	if rec {
+		span.SetAttributes(attrRouteStrategy.String(string(ro.strategy)), attrRouteReason.String(reason))
+	}
 }
 
 // order orders targets for req and holds the first; it returns why when

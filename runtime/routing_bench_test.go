@@ -37,13 +37,16 @@ func BenchmarkRoute(b *testing.B) {
 	ctx := context.Background()
 	run := func(name, alias string, r *llm.ChatRequest) {
 		b.Run(name, func(b *testing.B) {
+			// The call's span (not recording: no SDK), started once.
+			first, _ := rt.resolve(alias)
+			_, ct := rt.startTrace(ctx, "chat", alias, first, false)
 			b.ReportAllocs()
 			for b.Loop() {
 				ts, err := rt.resolve(alias)
 				if err != nil {
 					b.Fatal(err)
 				}
-				ts = rt.route(ctx, r, ts)
+				rt.route(ctx, r, ts, ct)
 				if ts[0].rs != nil {
 					ts[0].rs.release()
 				}

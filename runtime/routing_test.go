@@ -45,7 +45,8 @@ func pick(t *testing.T, rt *Runtime, alias string, r *llm.ChatRequest) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts = rt.route(context.Background(), r, ts)
+	_, ct := rt.startTrace(context.Background(), "chat", alias, ts, false)
+	rt.route(context.Background(), r, ts, ct)
 	ts[0].rs.release()
 	return ts[0].name
 }
@@ -587,5 +588,26 @@ func TestRouteCacheAffinity(t *testing.T) {
 	}
 	if rep.Strategy != "cache_affinity" || !strings.Contains(rep.Reason, "busy") {
 		t.Errorf("short prompt report %+v", rep)
+	}
+}
+
+// TestRouteSpan: a routed alias's call span says the strategy and why,
+// and names the target that served.
+func TestRouteSpan(t *testing.T) {
+	rig := newTelRig(t)
+	ss := servers(t, 2)
+	rt := newRT(t, WithTelemetry(rig.tel), WithProvider(cfgOn("a", ss[0])), WithProvider(cfgOn("b", ss[1])),
+		WithRoutedAlias("w", Route{Strategy: StrategyWeighted, Targets: []Target{{"a/m", 1}, {"b/m", 3}}}))
+	if _, err := rt.Chat(ctxT(t, 10*time.Second), req("w")); err != nil {
+		t.Fatal(err)
+	}
+	spans := rig.ended()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans", len(spans))
+	}
+	a := attrs(spans[0])
+	if a["chorus.route.strategy"].AsString() != "weighted" || a["chorus.route.reason"].AsString() != "weight 3 of 4" ||
+		a["gen_ai.provider.name"].AsString() != "b" || a["chorus.alias"].AsString() != "w" {
+		t.Errorf("span attributes %v", a)
 	}
 }

@@ -838,12 +838,12 @@ func (rt *Runtime) Chat(ctx context.Context, req *llm.ChatRequest) (*llm.ChatRes
 	if err := rt.enter(); err != nil {
 		return nil, err
 	}
-	targets = rt.route(ctx, req, targets) // routing.go
 	rep := reportOf(ctx)
 	ctx, done := rt.callCtx(ctx)
 	defer done()
 	ctx, tr := rt.startTrace(ctx, telemetry.OpChat, req.Model, targets, false)
 	tr.tc.Request(req)
+	rt.route(ctx, req, targets, tr) // routing.go
 	var res *llm.ChatResult
 	err = rt.place(ctx, targets, estimateCost(req), tr, tr.wrap(func(ctx context.Context, c *cred, model string) outcome {
 		r := *req
@@ -890,11 +890,11 @@ func (rt *Runtime) Stream(ctx context.Context, req *llm.ChatRequest) (*llm.Strea
 	if err := rt.enter(); err != nil {
 		return nil, err
 	}
-	targets = rt.route(ctx, req, targets) // routing.go
 	rep := reportOf(ctx)
 	cctx, done := rt.callCtx(ctx)
 	cctx, tr := rt.startTrace(cctx, telemetry.OpChat, req.Model, targets, true)
 	tr.tc.Request(req)
+	rt.route(cctx, req, targets, tr) // routing.go
 	s, w, sctx := llm.NewStream(cctx, rt.opts.streamBuffer)
 	emit := tr.tc.Emit(w.Emit)
 	cost := estimateCost(req)
