@@ -41,12 +41,17 @@ import (
 // Ejection.Threshold or more (5xx answers, timeouts, transport failures,
 // streams that broke; never a 4xx, a 429 or the caller's cancellation)
 // is ejected for Ejection.Duration, longer each time it is ejected again
-// in a row: the strategy then orders it last, where only a call every
-// other target failed reaches it. When the period ends the target is
+// in a row: it is then ordered last, where only a call every other target
+// failed reaches it. When the period ends the target is
 // ordered as before, and its first answer decides: a success restores it,
 // a failure ejects it again.
 //
 // Decisions:
+//   - Whatever the strategy, the targets healthy with room come first, then
+//     those without room now, then the ejected; the strategy orders within
+//     each class and chooses among the first class there is. A roomless
+//     target is so skipped for one with room (the call would queue at it),
+//     and reached only once the others failed the call.
 //   - A strategy's pick and its count of the alias's calls on the target
 //     are one step under the alias's lock, so concurrent callers see each
 //     other's picks (least_busy keeps its targets within one call of each
@@ -358,16 +363,31 @@ func (ro *router) order(req *llm.ChatRequest, targets []target, now time.Time, e
 	defer ro.mu.Unlock()
 	n := len(targets)
 	var buf [8]float64
-	score := buf[:0]
+	var stBuf [8]uint8
+	score, st := buf[:0], stBuf[:0]
 	if n > len(buf) {
-		score = make([]float64, 0, n)
+		score, st = make([]float64, 0, n), make([]uint8, 0, n)
 	}
-	score = score[:n]
-	// Ejected targets go last whatever the strategy says (rank adds it).
+	score, st = score[:n], st[:n]
+	// Whatever the strategy says, the targets healthy with room come
+	// first, then those without room now, then the ejected (the fallback
+	// rule: the call reaches them only once the others failed it); a
+	// strategy chooses among the best class there is.
+	best := uint8(2)
+	for i := range targets {
+		rs := targets[i].rs
+		switch {
+		case rs.ejected(now):
+			st[i] = 2
+		case !rs.room(now):
+			st[i] = 1
+		}
+		best = min(best, st[i])
+	}
 	s := ro.strategy
 	var key uint64
-	keyed := false
 	if s == StrategyCacheAffinity {
+		var keyed bool
 		if key, keyed = prefixKey(req, ro.minPrefix); !keyed {
 			s = ro.otherwise
 		}
@@ -379,26 +399,25 @@ func (ro *router) order(req *llm.ChatRequest, targets []target, now time.Time, e
 			score[i] = float64(i)
 		}
 	case StrategyWeighted:
-		// Smooth weighted round robin over the healthy targets: each gains
-		// its weight, the highest is chosen and loses the total.
-		best := -1
+		// Smooth weighted round robin over the best class: each gains its
+		// weight, the highest is chosen and loses the total; the rest
+		// follow in declared order.
+		pick := -1
 		for i := range targets {
-			rs := targets[i].rs
-			score[i] = float64(i) + 1 // the rest in declared order
-			if rs.ejected(now) {
+			score[i] = float64(i) + 1
+			if st[i] != best {
 				continue
 			}
+			rs := targets[i].rs
 			k := ro.index(rs)
 			ro.swr[k] += rs.weight
 			total += rs.weight
-			if best < 0 || ro.swr[k] > ro.swr[ro.index(targets[best].rs)] {
-				best = i
+			if pick < 0 || ro.swr[k] > ro.swr[ro.index(targets[pick].rs)] {
+				pick = i
 			}
 		}
-		if best >= 0 {
-			ro.swr[ro.index(targets[best].rs)] -= total
-			score[best] = 0
-		}
+		ro.swr[ro.index(targets[pick].rs)] -= total
+		score[pick] = 0
 	case StrategyLeastBusy:
 		ro.rot++
 		for i := range targets {
@@ -407,39 +426,38 @@ func (ro *router) order(req *llm.ChatRequest, targets []target, now time.Time, e
 			if ro.conc {
 				load /= float64(rs.conc)
 			}
-			if !rs.room(now) {
-				load += 1e9
-			}
 			// Equals rotate: a tie breaks by position from a moving start.
 			score[i] = load + float64((i+n-ro.rot%n)%n)/float64(4*n)
 		}
 	case StrategyFastest:
-		mean, k := 0.0, 0
+		sum, k := 0.0, 0
 		for i := range targets {
 			if e, ok := targets[i].rs.estimate(); ok {
-				mean += e
+				sum += e
 				k++
 			}
 		}
+		var cand [8]int
+		c := cand[:0]
 		for i := range targets {
-			rs := targets[i].rs
-			score[i] = rs.latencyScore(now, mean, k)
+			score[i] = targets[i].rs.latencyScore(now, sum, k)
+			if st[i] == best && len(c) < len(cand) {
+				c = append(c, i)
+			}
 		}
-		// Power of two choices: the better of two drawn at random goes
-		// first; the rest follow by their scores.
-		if n > 2 {
-			a := ro.rng.IntN(n)
-			b := ro.rng.IntN(n - 1)
+		// Power of two choices among the best class: the better of two
+		// drawn at random goes first; the rest follow by their scores.
+		if len(c) > 2 {
+			a := ro.rng.IntN(len(c))
+			b := ro.rng.IntN(len(c) - 1)
 			if b >= a {
 				b++
 			}
-			lo, hi := a, b
+			lo, hi := c[a], c[b]
 			if score[hi] < score[lo] {
-				lo, hi = hi, lo
+				lo = hi
 			}
-			if !targets[lo].rs.ejected(now) || targets[hi].rs.ejected(now) {
-				score[lo] = -1
-			}
+			score[lo] = -1
 		}
 	case StrategyCheapest:
 		in := float64(estimateCost(req) - outAllowance(req))
@@ -447,31 +465,22 @@ func (ro *router) order(req *llm.ChatRequest, targets []target, now time.Time, e
 		for i := range targets {
 			rs := targets[i].rs
 			score[i] = (in*rs.price.Input + out*rs.price.Output) / 1e6
-			if !rs.room(now) {
-				score[i] += 1e12
-			}
 		}
 	case StrategyCacheAffinity:
 		for i := range targets {
 			rs := targets[i].rs
-			// Weighted rendezvous: -w/ln(u), u uniform in (0,1) from the key
-			// and the target; higher first.
+			// Weighted rendezvous: the highest -w/ln(u), u uniform in (0,1)
+			// from the key and the target, first (w/ln(u) is negative: the
+			// lowest).
 			u := (float64(mix64(key^rs.hash)>>11) + 0.5) / (1 << 53)
-			score[i] = rs.weight / math.Log(u) // negative: lower first
-			if !rs.room(now) {
-				score[i] += 1e12
-			}
+			score[i] = rs.weight / math.Log(u)
 		}
 	}
-	for i := range targets {
-		if targets[i].rs.ejected(now) {
-			score[i] += 1e15
-		}
-	}
-	// Insertion sort, stable: n is small.
+	// Insertion sort by class, then score; stable: n is small.
 	for i := 1; i < n; i++ {
-		for j := i; j > 0 && score[j] < score[j-1]; j-- {
+		for j := i; j > 0 && (st[j] < st[j-1] || (st[j] == st[j-1] && score[j] < score[j-1])); j-- {
 			score[j], score[j-1] = score[j-1], score[j]
+			st[j], st[j-1] = st[j-1], st[j]
 			targets[j], targets[j-1] = targets[j-1], targets[j]
 		}
 	}
@@ -483,7 +492,10 @@ func (ro *router) order(req *llm.ChatRequest, targets []target, now time.Time, e
 		return ""
 	}
 	why := ro.why(s, first, score[0], key, total)
-	if first.ejected(now) {
+	switch st[0] {
+	case 1:
+		why += "; no target has room now"
+	case 2:
 		why += "; every target ejected"
 	}
 	return why
@@ -506,7 +518,7 @@ func (ro *router) why(s Strategy, first *routeTarget, score float64, key uint64,
 		}
 		return "not yet sampled"
 	case StrategyCheapest:
-		return "expected $" + strconv.FormatFloat(math.Mod(score, 1e12), 'g', 4, 64)
+		return "expected $" + strconv.FormatFloat(score, 'g', 4, 64)
 	case StrategyCacheAffinity:
 		return "prefix " + strconv.FormatUint(key>>48, 16)
 	case StrategyFallback:

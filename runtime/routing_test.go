@@ -611,3 +611,30 @@ func TestRouteSpan(t *testing.T) {
 		t.Errorf("span attributes %v", a)
 	}
 }
+
+// TestRouteRoomless: under any strategy a target without room now goes
+// after the ones with room: with a's one slot taken, the next call of a
+// fallback route goes to b at once instead of queueing at a.
+func TestRouteRoomless(t *testing.T) {
+	ss := servers(t, 2)
+	b := block(ss[0])
+	rt := newRT(t, WithProvider(cfgOn("a", ss[0])), WithProvider(cfgOn("b", ss[1])), WithLimits("a", Limits{MaxConcurrency: 1}),
+		WithRoutedAlias("r", Route{Targets: []Target{{Model: "a/m"}, {Model: "b/m"}}}))
+	done := make(chan error, 1)
+	go func() {
+		_, err := rt.Chat(ctxT(t, 30*time.Second), req("r"))
+		done <- err
+	}()
+	waitFor(t, "a call at a", func() bool { return b.arrived.Load() == 1 })
+	var rep CallReport
+	if _, err := rt.Chat(WithCallReport(ctxT(t, 10*time.Second), &rep), req("r")); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Model != "b/m" || rep.Step != 0 || rep.Attempts != 1 {
+		t.Errorf("with a full: %+v", rep)
+	}
+	b.release(1)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
