@@ -105,3 +105,26 @@ prices:
 		t.Errorf("Routes %+v", routes)
 	}
 }
+
+// TestConfigRoutedAliasesInDocs: the chorus.yaml block of docs/runtime.md's
+// "Aliases that balance" parses, into the routes it describes.
+func TestConfigRoutedAliasesInDocs(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "runtime.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(data), "## Aliases that balance")
+	_, block, ok2 := strings.Cut(sec, "```yaml\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("no yaml block under ## Aliases that balance")
+	}
+	cfg, err := parseConfig("docs/runtime.md", []byte(block))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.aliases) != 3 || cfg.aliases[0].route != nil || cfg.aliases[1].route.Strategy != runtime.StrategyWeighted ||
+		cfg.aliases[2].route.Otherwise != runtime.StrategyCheapest {
+		t.Errorf("aliases %+v", cfg.aliases)
+	}
+}
