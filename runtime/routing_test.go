@@ -283,8 +283,8 @@ func TestRouteFastest(t *testing.T) {
 	for i := range ss {
 		delayed(ss[i], &d[i])
 	}
-	d[1].Store(int64(15 * time.Millisecond))
-	d[2].Store(int64(30 * time.Millisecond))
+	d[1].Store(int64(25 * time.Millisecond))
+	d[2].Store(int64(50 * time.Millisecond))
 	rt := newRT(t, WithProvider(cfgOn("a", ss[0])), WithProvider(cfgOn("b", ss[1])), WithProvider(cfgOn("c", ss[2])),
 		WithRoutedAlias("f", Route{Strategy: StrategyFastest, Targets: []Target{{Model: "a/m"}, {Model: "b/m"}, {Model: "c/m"}}}))
 	phase := func(n int) [3]int {
@@ -301,13 +301,18 @@ func TestRouteFastest(t *testing.T) {
 		for i, s := range ss {
 			got[i] = s.Count() - before[i]
 		}
+		t.Logf("%d calls: a %d, b %d, c %d", n, got[0], got[1], got[2])
 		return got
 	}
 	if got := phase(120); got[0] < 60 || got[0] <= got[1] || got[0] <= got[2] {
 		t.Errorf("a fastest: calls %v, want most on a", got)
 	}
-	d[0].Store(int64(40 * time.Millisecond))
+	d[0].Store(int64(75 * time.Millisecond))
 	d[1].Store(0)
+	// The first slow answer moves the calls: of the next 30, most go to b.
+	if got := phase(30); got[1] < 15 {
+		t.Errorf("b now fastest: of the first 30 calls %v, want most on b", got)
+	}
 	if got := phase(120); got[1] < 60 || got[1] <= got[0] || got[1] <= got[2] {
 		t.Errorf("b now fastest: calls %v, want most on b", got)
 	}
