@@ -219,6 +219,8 @@ type routeTarget struct {
 	picked  atomic.Int64
 	served  atomic.Int64
 	failed  atomic.Int64
+	// The input of its answers: all of it, and what the cache served.
+	input, cached atomic.Int64
 
 	mu sync.Mutex // what follows
 	// Peak EWMA estimates, in nanoseconds and tokens; sampled false: none yet.
@@ -648,6 +650,9 @@ func (rs *routeTarget) observe(ctx context.Context, o outcome, start, accepted t
 	bad := unhealthy(ctx, o.err)
 	if o.err == nil {
 		rs.served.Add(1)
+		u := o.usage
+		rs.input.Add(int64(u.PromptTokens + u.CacheReadTokens + u.CacheWriteTokens))
+		rs.cached.Add(int64(u.CacheReadTokens))
 	} else if bad {
 		rs.failed.Add(1)
 	}
@@ -838,6 +843,10 @@ type RouteTargetStats struct {
 	TTFT, PerToken time.Duration
 	// ErrorRate is the failed share of its recent calls.
 	ErrorRate float64
+	// InputTokens adds up the input of the answers it served (uncached,
+	// cache reads and writes), CachedTokens the part read from the
+	// provider's prompt cache: cache_affinity's measure.
+	InputTokens, CachedTokens int64
 	// EjectedUntil is when its ejection ends (zero or past: not ejected);
 	// Ejections counts its ejections.
 	EjectedUntil time.Time
@@ -854,7 +863,7 @@ func (rt *Runtime) Routes() []RouteStats {
 			t.mu.Lock()
 			ts := RouteTargetStats{Model: t.name, Weight: t.weight, Picked: t.picked.Load(), Served: t.served.Load(), Failed: t.failed.Load(),
 				InFlight: t.pending.Load(), TTFT: time.Duration(t.ttft), PerToken: time.Duration(t.perTok), ErrorRate: t.lastErrRate,
-				EjectedUntil: t.ejectedUntil, Ejections: t.totalEjections}
+				EjectedUntil: t.ejectedUntil, Ejections: t.totalEjections, InputTokens: t.input.Load(), CachedTokens: t.cached.Load()}
 			t.mu.Unlock()
 			rs.Targets = append(rs.Targets, ts)
 		}

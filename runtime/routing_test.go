@@ -583,6 +583,14 @@ func TestRouteCacheAffinity(t *testing.T) {
 			used++
 		}
 	}
+	// Routes reports the same share.
+	var in, cached int64
+	for _, r := range rtA.Routes()[0].Targets {
+		in, cached = in+r.InputTokens, cached+r.CachedTokens
+	}
+	if in == 0 || math.Abs(float64(cached)/float64(in)-affinity) > 1e-9 {
+		t.Errorf("Routes: %d of %d input tokens cached, the answers said %.3f", cached, in, affinity)
+	}
 	if used < 3 {
 		t.Errorf("the prefixes went to %d of 4 upstreams", used)
 	}
