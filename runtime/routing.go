@@ -240,7 +240,8 @@ type routeTarget struct {
 // newRouters builds the routers of o's routed aliases, checking them
 // (New). Every target resolves already.
 func (rt *Runtime) newRouters() error {
-	for name, r := range rt.opts.routes {
+	for _, name := range sortedKeys(rt.opts.routes) { // the first error, whatever the map's order
+		r := rt.opts.routes[name]
 		s := r.Strategy
 		if s == "" {
 			s = StrategyFallback
@@ -294,19 +295,28 @@ func (rt *Runtime) newRouters() error {
 			if err != nil {
 				return &llm.ConfigError{Field: tf, Msg: err.Error()}
 			}
+			for _, o := range ro.ts {
+				if o.name == t.Model {
+					return &llm.ConfigError{Field: tf, Msg: "appears twice"}
+				}
+			}
 			rtg := &routeTarget{r: ro, name: t.Model, g: g, weight: w, hash: strHash(fnvOffset, t.Model)}
 			rtg.price, rtg.priced = rt.opts.prices.Lookup(t.Model)
 			if (s == StrategyCheapest || (s == StrategyCacheAffinity && other == StrategyCheapest)) && !rtg.priced {
 				return &llm.ConfigError{Field: tf + " price", Msg: "strategy cheapest needs a price for every target (WithPrices)"}
 			}
 			// Every key of the provider has the same cap (WithLimits is per
-			// provider).
-			mc := rt.opts.limits[g.id].MaxConcurrency
+			// provider); keys sharing one limit share its cap.
+			lim := rt.opts.limits[g.id]
+			mc := lim.MaxConcurrency
 			if mc == 0 {
 				mc = rt.opts.maxConcurrency
 			}
 			if mc > 0 {
-				rtg.conc = int64(mc) * int64(len(g.creds))
+				rtg.conc = int64(mc)
+				if !lim.Shared {
+					rtg.conc *= int64(len(g.creds))
+				}
 			}
 			if rtg.conc == 0 {
 				ro.conc = false

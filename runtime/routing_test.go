@@ -506,6 +506,7 @@ func TestRouteConfigErrors(t *testing.T) {
 		{[]Option{WithRoutedAlias("x", Route{Strategy: StrategyCacheAffinity, Otherwise: StrategyCacheAffinity, Targets: []Target{{Model: "a/m"}}})}, "alias x otherwise"},
 		{[]Option{WithRoutedAlias("x", Route{Strategy: StrategyFastest, Targets: []Target{{Model: "z/m"}}})}, `alias x: provider "z" is not registered`},
 		{[]Option{WithRoutedAlias("x", Route{Strategy: StrategyFastest})}, "alias: an alias needs"},
+		{[]Option{WithRoutedAlias("x", Route{Strategy: StrategyWeighted, Targets: []Target{{"a/m", 1}, {"a/m", 2}}})}, "alias x targets[1] (a/m): appears twice"},
 	}
 	for _, c := range cases {
 		rt, err := New(append([]Option{WithProvider(cfgOn("a", srv))}, c.opts...)...)

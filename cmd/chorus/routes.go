@@ -91,6 +91,11 @@ func (p *configParser) routedAlias(name string, k, v *yaml.Node, cfg *fileConfig
 				if id, m, ok := strings.Cut(t.Model, "/"); !ok || id == "" || m == "" {
 					return p.errf(tn, "%s: %q is not provider/model", tw, t.Model)
 				}
+				for _, o := range r.Targets {
+					if o.Model == t.Model {
+						return p.errf(tn, "%s: %s appears twice", tw, t.Model)
+					}
+				}
 				r.Targets = append(r.Targets, t)
 				targetNodes = append(targetNodes, tn)
 			}

@@ -30,6 +30,7 @@ func TestConfigRoutedAliasErrors(t *testing.T) {
 		{"aliases:\n  s:\n    strategy: fastest\n    targets:\n      - {model: sim/a, wieght: 2}\n", `chorus.yaml:5: aliases.s.targets[0]: unknown key "wieght"`},
 		{"aliases:\n  s:\n    strategy: fastest\n    targets: [sim/a]\n    eject: {threshold: 2}\n", `chorus.yaml:5: aliases.s.eject.threshold: want a share in (0, 1]`},
 		{"aliases:\n  s:\n    strategy: fastest\n    targets: [sim/a]\n    eject: {duration: soon}\n", `chorus.yaml:5: aliases.s.eject.duration: want a duration`},
+		{"aliases:\n  s:\n    strategy: fastest\n    targets:\n      - sim/a\n      - {model: sim/a, weight: 2}\n", "chorus.yaml:6: aliases.s.targets[1]: sim/a appears twice"},
 	}
 	for _, c := range cases {
 		_, err := parseConfig("chorus.yaml", []byte(c.yaml))
