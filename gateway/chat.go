@@ -120,6 +120,7 @@ const (
 	hdrHTTPAttempts = "X-Chorus-Http-Attempts"
 	hdrCostUSD      = "X-Chorus-Cost-Usd"
 	hdrDropped      = "X-Chorus-Dropped"
+	hdrRoute        = "X-Chorus-Route"
 )
 
 // headerSetter sets header values with canonical names, all of them in one
@@ -167,5 +168,8 @@ func chorusHeaders(hd http.Header, rep *runtime.CallReport, meta *llm.ResponseMe
 	}
 	if len(rep.Dropped) > 0 {
 		hd[hdrDropped] = []string{strings.Join(rep.Dropped, ",")}
+	}
+	if rep.Strategy != "" { // a routed alias: its strategy and why
+		hd[hdrRoute] = []string{rep.Strategy + "; " + rep.Reason}
 	}
 }

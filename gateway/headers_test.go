@@ -134,3 +134,22 @@ func TestGatewayKeyBudget(t *testing.T) {
 		t.Errorf("%d upstream calls, want 3", n)
 	}
 }
+
+// TestRouteHeader: a call to a routed alias says its strategy and why in
+// x-chorus-route, buffered and streamed; a plain alias's says nothing.
+func TestRouteHeader(t *testing.T) {
+	f := newFixture(t, gateway.Options{}, runtime.WithRoutedAlias("spread", runtime.Route{Strategy: runtime.StrategyWeighted,
+		Targets: []runtime.Target{{Model: "openai/gpt-4.1-mini", Weight: 3}, {Model: "anthropic/claude-haiku-4-5", Weight: 1}}}))
+	a := f.do(t, "POST", "/v1/chat/completions", `{"model":"spread","messages":[{"role":"user","content":"hi"}]}`)
+	if a.status != 200 || a.header.Get("x-chorus-route") != "weighted; weight 3 of 4" || a.header.Get("x-chorus-model") != "openai/gpt-4.1-mini" {
+		t.Errorf("buffered %d: x-chorus-route %q, model %q", a.status, a.header.Get("x-chorus-route"), a.header.Get("x-chorus-model"))
+	}
+	a = f.do(t, "POST", "/v1/chat/completions", `{"model":"spread","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	if a.status != 200 || !strings.HasPrefix(a.header.Get("x-chorus-route"), "weighted; weight ") {
+		t.Errorf("streamed %d: x-chorus-route %q", a.status, a.header.Get("x-chorus-route"))
+	}
+	a = f.do(t, "POST", "/v1/chat/completions", `{"model":"fast","messages":[{"role":"user","content":"hi"}]}`)
+	if a.status != 200 || a.header.Get("x-chorus-route") != "" {
+		t.Errorf("plain alias: x-chorus-route %q", a.header.Get("x-chorus-route"))
+	}
+}

@@ -15,7 +15,7 @@ import (
 )
 
 func TestHeaderNamesAreCanonical(t *testing.T) {
-	for _, name := range []string{hdrModel, hdrProvider, hdrCredential, hdrFallbackStep, hdrAttempts, hdrQueueMS, hdrHTTPAttempts, hdrCostUSD} {
+	for _, name := range []string{hdrModel, hdrProvider, hdrCredential, hdrFallbackStep, hdrAttempts, hdrQueueMS, hdrHTTPAttempts, hdrCostUSD, hdrDropped, hdrRoute} {
 		if c := textproto.CanonicalMIMEHeaderKey(name); c != name {
 			t.Errorf("header name %q is not canonical (%q)", name, c)
 		}
@@ -59,6 +59,12 @@ func TestChorusHeadersAsSet(t *testing.T) {
 	chorusHeaders(hd, rep, nil)
 	if hd.Get("x-chorus-cost-usd") != "" || hd.Get("x-chorus-http-attempts") != "" || hd.Get("x-chorus-model") == "" {
 		t.Fatalf("stream headers: %v", hd)
+	}
+	// A routed alias's call says its strategy and why.
+	hd = http.Header{}
+	chorusHeaders(hd, &runtime.CallReport{Model: "a/m", Attempts: 1, Strategy: "weighted", Reason: "weight 3 of 4"}, nil)
+	if got := hd.Get("x-chorus-route"); got != "weighted; weight 3 of 4" {
+		t.Fatalf("x-chorus-route %q", got)
 	}
 	hd = http.Header{}
 	chorusHeaders(hd, &runtime.CallReport{}, nil)

@@ -11,7 +11,8 @@
 //	})
 //
 // How a call runs: the runtime resolves the model (provider/model or an
-// alias with its ordered fallbacks), picks the credential of that provider
+// alias with its ordered fallbacks; a routed alias, WithRoutedAlias, orders
+// them for the call by its strategy: routing.go), picks the credential of that provider
 // that is least busy and not cooling down, and asks its actor for admission.
 // The actor paces admissions from the limits the provider reported in its
 // response headers, so that once they are known no request is sent that the

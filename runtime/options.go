@@ -23,7 +23,8 @@ type options struct {
 	budget         SharedBudget
 	configs        []providers.Config
 	aliases        map[string][]string
-	patterns       []modelPattern // WithModelPattern (names.go)
+	routes         map[string]Route // WithRoutedAlias (routing.go)
+	patterns       []modelPattern   // WithModelPattern (names.go)
 	limits         map[string]Limits
 	maxConcurrency int
 	queueSize      int
@@ -72,6 +73,7 @@ func WithAlias(name string, targets ...string) Option {
 			o.aliases = map[string][]string{}
 		}
 		o.aliases[name] = append([]string(nil), targets...)
+		delete(o.routes, name) // a plain alias replaces a routed one of its name
 	}
 }
 

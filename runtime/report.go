@@ -39,6 +39,12 @@ type CallReport struct {
 	// Dropped names the request's fields the last placement's format left
 	// out (llm.ResponseMeta.Dropped; support.go).
 	Dropped []string
+	// Strategy is the routed alias's strategy (WithRoutedAlias; empty for
+	// a plain alias or model), and Reason why it put its first target
+	// first ("weight 3 of 4", "2 of 8 busy", "estimate 310ms", ...). Step
+	// is then the position in the order the strategy gave.
+	Strategy string
+	Reason   string
 }
 
 type reportKey struct{}

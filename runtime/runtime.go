@@ -39,6 +39,7 @@ type Runtime struct {
 	groups  map[string]*group
 	order   []string
 	aliases map[string][]string
+	routes  map[string]*router // routed aliases (routing.go)
 	opts    options
 	logger  *slog.Logger
 
@@ -238,6 +239,10 @@ func New(opts ...Option) (*Runtime, error) {
 			}
 		}
 	}
+	if err := rt.newRouters(); err != nil { // routing.go
+		rt.shutdown()
+		return nil, err
+	}
 	rt.registerGauges()
 	return rt, nil
 }
@@ -287,6 +292,10 @@ type target struct {
 	// dropped are the request's fields this target's format leaves out
 	// (support.go).
 	dropped []string
+	// rs is the routed alias's state of the target, nil for a plain one;
+	// held: route counted the call on it already (routing.go).
+	rs   *routeTarget
+	held bool
 }
 
 func (rt *Runtime) resolveOne(model string) (*group, string, error) {
@@ -319,6 +328,7 @@ func (rt *Runtime) resolve(model string) ([]target, error) {
 		}
 		out = append(out, target{g: g, model: m, name: n})
 	}
+	rt.routeOf(model, out) // routing.go
 	return out, nil
 }
 
@@ -602,8 +612,12 @@ type outcome struct {
 // the first event.
 func (rt *Runtime) place(ctx context.Context, targets []target, cost int, ct *callTrace, call func(ctx context.Context, c *cred, model string) outcome) error {
 	var lastErr error
-	rep := reportOf(ctx) // report.go; nil unless asked
+	rep := reportOf(ctx)  // report.go; nil unless asked
+	var held *routeTarget // routing.go: the target the call counts on
+	defer func() { held.release() }()
 	for step, t := range targets {
+		held.release()
+		held = t.hold()
 	placements:
 		for n := 0; n < rt.opts.placements; n++ {
 			now := time.Now()
@@ -650,16 +664,24 @@ func (rt *Runtime) place(ctx context.Context, targets []target, cost int, ct *ca
 				rep.placed(step, t, c, time.Since(now))
 			}
 			cctx := ctx
-			if a, ok := ref.(actors.Acceptor); ok {
+			var accepted time.Time // routing.go's time to first byte
+			if a, ok := ref.(actors.Acceptor); ok || t.rs != nil {
 				once := false
 				cctx = providers.WithAcceptHook(ctx, func() {
 					if !once { // retries inside the call accept again
 						once = true
-						a.Accepted(seq)
+						accepted = time.Now()
+						if a != nil {
+							a.Accepted(seq)
+						}
 					}
 				})
 			}
+			began := time.Now()
 			o := call(cctx, c, t.model)
+			if t.rs != nil {
+				t.rs.observe(ctx, o, began, accepted)
+			}
 			rt.account(c, t, o) // cost.go
 			if rep != nil {
 				rep.priced(rt, t, o)
@@ -821,6 +843,7 @@ func (rt *Runtime) Chat(ctx context.Context, req *llm.ChatRequest) (*llm.ChatRes
 	defer done()
 	ctx, tr := rt.startTrace(ctx, telemetry.OpChat, req.Model, targets, false)
 	tr.tc.Request(req)
+	rt.route(ctx, req, targets, tr) // routing.go
 	var res *llm.ChatResult
 	err = rt.place(ctx, targets, estimateCost(req), tr, tr.wrap(func(ctx context.Context, c *cred, model string) outcome {
 		r := *req
@@ -871,6 +894,7 @@ func (rt *Runtime) Stream(ctx context.Context, req *llm.ChatRequest) (*llm.Strea
 	cctx, done := rt.callCtx(ctx)
 	cctx, tr := rt.startTrace(cctx, telemetry.OpChat, req.Model, targets, true)
 	tr.tc.Request(req)
+	rt.route(cctx, req, targets, tr) // routing.go
 	s, w, sctx := llm.NewStream(cctx, rt.opts.streamBuffer)
 	emit := tr.tc.Emit(w.Emit)
 	cost := estimateCost(req)

@@ -22,6 +22,9 @@ import (
 //
 //	aliases:                  # name -> ordered fallback list (or one model)
 //	  fast: [openai/gpt-4.1-mini, anthropic/claude-haiku-4-5]
+//	  spread:                 # or a routed alias (routes.go)
+//	    strategy: weighted    # weighted, least_busy, fastest, cheapest, cache_affinity, fallback
+//	    targets: [{model: openai/gpt-4.1-mini, weight: 3}, {model: local/llama, weight: 1}]
 //	providers:                # extra OpenAI-compatible endpoints
 //	  - id: local
 //	    base_url: http://127.0.0.1:8000/v1
@@ -68,6 +71,8 @@ type aliasDef struct {
 	name    string
 	targets []string
 	line    int
+	// route is a routed alias's (routes.go); nil for a fallback list.
+	route *runtime.Route
 }
 
 type extraProvider struct {
@@ -117,7 +122,7 @@ func parseConfig(path string, data []byte) (*fileConfig, error) {
 	if err := p.mapping(root, "", func(key string, k, v *yaml.Node) error {
 		switch key {
 		case "aliases":
-			return p.aliases(v, cfg)
+			return p.aliases(v, cfg, &later)
 		case "providers":
 			return p.providers(v, cfg)
 		case "limits":
@@ -233,7 +238,7 @@ func (p *configParser) boolean(n *yaml.Node, what string) (bool, error) {
 	return false, p.errf(n, "%s: want true or false, got %q", what, n.Value)
 }
 
-func (p *configParser) aliases(n *yaml.Node, cfg *fileConfig) error {
+func (p *configParser) aliases(n *yaml.Node, cfg *fileConfig, later *[]func() error) error {
 	return p.mapping(n, "aliases", func(name string, k, v *yaml.Node) error {
 		what := "aliases." + name
 		if name == "" || strings.Contains(name, "/") {
@@ -255,8 +260,10 @@ func (p *configParser) aliases(n *yaml.Node, cfg *fileConfig) error {
 				}
 				targets = append(targets, s)
 			}
+		case yaml.MappingNode:
+			return p.routedAlias(name, k, v, cfg, later) // routes.go
 		default:
-			return p.errf(v, "%s: want a provider/model or a list of them", what)
+			return p.errf(v, "%s: want a provider/model, a list of them, or {strategy, targets}", what)
 		}
 		if len(targets) == 0 {
 			return p.errf(v, "%s: is empty", what)

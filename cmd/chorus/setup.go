@@ -122,6 +122,13 @@ func buildStack(e env, configPath string) (*stack, []runtime.Option, error) {
 				return nil, nil, &configError{path: cfg.path, line: a.line, msg: fmt.Sprintf("aliases.%s: provider %q of %s is not registered (set its key variable, or add it under providers:)", a.name, id, t)}
 			}
 		}
+		if a.route != nil {
+			opts = append(opts, runtime.WithRoutedAlias(a.name, *a.route))
+			if len(cfg.prices) > 0 { // cheapest weighs them
+				opts = append(opts, runtime.WithPrices(cfg.prices))
+			}
+			continue
+		}
 		opts = append(opts, runtime.WithAlias(a.name, a.targets...))
 	}
 	for id, l := range cfg.limits {

@@ -32,6 +32,7 @@ var (
 	_ = readmeConsole
 	_ = guideProviderStream
 	_ = guideKeyPool
+	_ = guideRoutedAlias
 	_ = guideBatchFromGo
 	_ = guideMCP
 	_ = guideLLMTest
@@ -121,6 +122,40 @@ func guideProviderStream(ctx context.Context) {
 	}
 	res, _ := stream.Result()
 	fmt.Println(res.FinishReason, res.Usage.TotalTokens(), res.Meta.RateLimit.RemainingRequests)
+}
+
+// guideRoutedAlias is the runtime guide's aliases that balance.
+func guideRoutedAlias(ctx context.Context, msgs []llm.Message) error {
+	rt, err := runtime.New(
+		runtime.FromEnv(),
+		runtime.WithPrices(llm.Prices{
+			"openai/gpt-4.1-mini":        {Input: 0.40, Output: 1.60},
+			"anthropic/claude-haiku-4-5": {Input: 1, Output: 5},
+		}),
+		runtime.WithRoutedAlias("spread", runtime.Route{
+			Strategy: runtime.StrategyWeighted,
+			Targets: []runtime.Target{
+				{Model: "openai/gpt-4.1-mini", Weight: 3},
+				{Model: "anthropic/claude-haiku-4-5", Weight: 1},
+			},
+		}),
+		runtime.WithRoutedAlias("support", runtime.Route{
+			Strategy:  runtime.StrategyCacheAffinity, // one long system prompt per product
+			Otherwise: runtime.StrategyCheapest,      // short prompts: the cheapest with room
+			Targets:   []runtime.Target{{Model: "openai/gpt-4.1-mini"}, {Model: "anthropic/claude-haiku-4-5"}},
+		}),
+	)
+	if err != nil {
+		return err // an unknown strategy, a weight that is not positive, cheapest without a price
+	}
+	defer rt.Close(context.Background())
+	var rep runtime.CallReport
+	res, err := rt.Chat(runtime.WithCallReport(ctx, &rep), &llm.ChatRequest{Model: "spread", Messages: msgs})
+	if err != nil {
+		return err
+	}
+	fmt.Println(rep.Model, rep.Strategy, rep.Reason, res.Content) // openai/gpt-4.1-mini weighted weight 3 of 4 ...
+	return nil
 }
 
 // guideKeyPool is the runtime guide's key pool behind an alias.
