@@ -315,12 +315,20 @@ func (a *sessionActor) next() bool {
 		}
 		return a.runModel(t)
 	}
-	for _, c := range st.batch() {
+	calls := st.batch()
+	gates := st.gates(calls)
+	for i, c := range calls {
 		if c.Status != "" || a.tools[c.ID] != nil || a.retrying[c.ID] {
 			continue
 		}
+		if w := gates[i].skip; w != nil {
+			return a.skipCall(t, c, w)
+		}
 		if c.Approval && !c.Resolved {
 			a.armDeadline(c)
+			continue
+		}
+		if gates[i].wait {
 			continue
 		}
 		if c.Running {

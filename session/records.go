@@ -143,6 +143,9 @@ type recModelOut struct {
 	Msg     wireMsg       `json:"msg"`
 	Usage   llm.Usage     `json:"usage"`
 	Calls   []plannedCall `json:"calls,omitempty"`
+	// Ordered: the writes among Calls run one at a time, in their order
+	// (absent in journals written before writes were ordered: parallel).
+	Ordered bool `json:"ordered,omitempty"`
 }
 
 type recResolve struct {
@@ -175,6 +178,9 @@ type recToolEnd struct {
 	Result string     `json:"result,omitempty"`
 	Error  string     `json:"error,omitempty"`
 	Images []MediaRef `json:"images,omitempty"`
+	// Skipped: the call never ran because an earlier write of its
+	// response did not succeed (Status is failed).
+	Skipped bool `json:"skipped,omitempty"`
 }
 
 type recCancel struct {

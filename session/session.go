@@ -81,6 +81,15 @@ type Options struct {
 	// DefaultEffect is the effect of a tool with neither a policy effect
 	// nor its own declaration (default unclassified).
 	DefaultEffect Effect
+	// ParallelWrites runs every call of a model response at once, writes
+	// included, as sessions did before writes were ordered. By default
+	// (false) the reads of a response run in parallel while its writes
+	// (idempotent_write, non_idempotent_write, unclassified) run one at a
+	// time in the model's order, and once one of them ends failed,
+	// rejected or outcome_unknown the later ones end failed, skipped,
+	// without running. A batch keeps the order it began with across
+	// restarts.
+	ParallelWrites bool
 	// ToolTimeout bounds one tool attempt (default 1 minute).
 	ToolTimeout time.Duration
 	// ModelTimeout bounds one model attempt (default 10 minutes).

@@ -182,7 +182,7 @@ func (a *sessionActor) modelOutput(t *turnState, msg msgModelDone) {
 		calls = append(calls, pc)
 	}
 	b := a.newBatch()
-	b.add(recModelOutput, recModelOut{Turn: t.Turn, Step: msg.Step, Attempt: msg.Attempt, Msg: toWire(am), Usage: res.Usage, Calls: calls})
+	b.add(recModelOutput, recModelOut{Turn: t.Turn, Step: msg.Step, Attempt: msg.Attempt, Msg: toWire(am), Usage: res.Usage, Calls: calls, Ordered: len(calls) > 0 && !o.ParallelWrites})
 	for _, u := range unknown {
 		b.add(recToolFinished, u)
 	}

@@ -200,6 +200,10 @@ type ToolRecord struct {
 	// did not succeed (failed, rejected, outcome_unknown).
 	Result string
 	Error  string
+	// Skipped is true when the call never ran because an earlier write of
+	// the same model response did not succeed (see Options.ParallelWrites):
+	// Status is then failed and Error starts with "skipped: ".
+	Skipped bool
 	// Images are references into the media store.
 	Images []MediaRef
 	// AttemptErrors are the errors of failed attempts, in order.
