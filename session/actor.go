@@ -38,6 +38,8 @@ type (
 	msgModelDone struct {
 		Turn, Step, Attempt int
 		Res                 *llm.ChatResult
+		State               []byte            // a ModelStep's
+		Agents              map[string]string // a ModelStep's
 		Err                 error
 	}
 	msgModelRetry  struct{ Turn, Step, Attempt int }

@@ -48,6 +48,16 @@
 // Steps are numbered within the turn; every event carries turn, step and
 // attempt.
 //
+// Options.ModelStep replaces the model call of every RunModel step with a
+// step of the caller's (a framework's agent tree: integrations/einosession
+// runs eino's adk agents so). It gets what a model call would (the
+// messages), the records of the calls the previous step asked for, and the
+// state it returned then, which the journal keeps with the step's output;
+// it returns the assistant message whose tool calls are the next CallTool
+// steps, each under this package's rules, and the agent that asked for
+// each call. An error wrapping ErrStepFailed fails the turn without a
+// retry; any other follows RunModel's attempts.
+//
 // # Effects
 //
 // A tool's effect comes from the caller's ToolPolicy for it, else the
@@ -174,6 +184,7 @@
 //	| records.go    | journal record kinds and their payloads                                                       |
 //	| turn.go       | AwaitUserMessage and turns: user messages, turn start, cancel, the end of a failed turn       |
 //	| step_model.go | RunModel and ResumeTurn: the model input, the call, its retries, its output and planned calls |
+//	| step.go       | ModelStep: a RunModel step run by the caller (a framework's agent tree), its input and output |
 //	| step_tool.go  | CallTool: attempts, the handler, timeouts, the effect's retry rule                            |
 //	| approvals.go  | AwaitToolApproval: resolutions and deadlines                                                  |
 //	| compact.go    | Compact: the summary step                                                                     |

@@ -72,6 +72,10 @@ type Options struct {
 	// ("provider/model" for a runtime; required).
 	Model     Model
 	ModelName string
+	// ModelStep, when set, runs the RunModel steps instead of Model (which
+	// then serves compaction summaries only, and may be nil without
+	// Compaction; ModelName may then be empty).
+	ModelStep ModelStep
 	// Instructions is the system message of every model call.
 	Instructions string
 	// Tools are the tools the model may call.
@@ -199,10 +203,10 @@ func newManager(opt Options, kit *actorkit.System) (*Manager, error) {
 	if opt.Journal == nil {
 		return nil, &llm.ConfigError{Field: "Journal", Msg: "is nil"}
 	}
-	if opt.Model == nil {
+	if opt.Model == nil && (opt.ModelStep == nil || opt.Compaction != nil) {
 		return nil, &llm.ConfigError{Field: "Model", Msg: "is nil"}
 	}
-	if opt.ModelName == "" {
+	if opt.ModelName == "" && opt.ModelStep == nil {
 		return nil, &llm.ConfigError{Field: "ModelName", Msg: "is empty"}
 	}
 	if opt.DefaultEffect == "" {

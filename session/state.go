@@ -81,9 +81,13 @@ type turnState struct {
 	// Ordered: the writes of the current batch run one at a time, in the
 	// model's order (recorded with the model output, so a restart under
 	// other Options keeps the order the batch began with).
-	Ordered      bool   `json:"ordered,omitempty"`
-	Cancel       bool   `json:"cancel,omitempty"`
-	CancelReason string `json:"cancel_reason,omitempty"`
+	Ordered bool `json:"ordered,omitempty"`
+	// State is the ModelStep state of the turn's last model output, and
+	// LastBatch the calls of the batch that ended last, in order.
+	State        []byte   `json:"state,omitempty"`
+	LastBatch    []string `json:"last_batch,omitempty"`
+	Cancel       bool     `json:"cancel,omitempty"`
+	CancelReason string   `json:"cancel_reason,omitempty"`
 }
 
 // TurnResult is how the last turn ended.
@@ -306,10 +310,10 @@ func (s *state) modelOutput(p recModelOut, t *turnState) {
 	s.ModelCalls++
 	s.Usage = s.Usage.Add(p.Usage)
 	s.History = append(s.History, histEntry{Turn: p.Turn, Msg: p.Msg})
-	t.Batch, t.Ordered = nil, p.Ordered
+	t.Batch, t.Ordered, t.State = nil, p.Ordered, p.State
 	for _, pc := range p.Calls {
 		c := &callState{ToolRecord: ToolRecord{Turn: p.Turn, ID: pc.ID, ModelCallID: pc.ModelCallID, Name: pc.Name,
-			Arguments: pc.Arguments, Effect: pc.Effect, Step: pc.Step, ApprovalStep: pc.ApprovalStep, Approval: pc.Approval, Interrupt: pc.Interrupt},
+			Arguments: pc.Arguments, Effect: pc.Effect, Step: pc.Step, ApprovalStep: pc.ApprovalStep, Approval: pc.Approval, Interrupt: pc.Interrupt, Agent: pc.Agent},
 			MaxAttempts: pc.MaxAttempts, Deadline: pc.Deadline, Unknown: pc.Unknown}
 		s.Calls = append(s.Calls, c)
 		t.Batch = append(t.Batch, pc.ID)
@@ -427,7 +431,7 @@ func (s *state) maybeResume() {
 	for _, c := range calls {
 		s.History = append(s.History, histEntry{Turn: t.Turn, Msg: toWire(functionResponse(&c.ToolRecord))})
 	}
-	t.Batch = nil
+	t.LastBatch, t.Batch = t.Batch, nil
 	t.Phase = phaseModel
 }
 

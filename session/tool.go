@@ -182,6 +182,9 @@ type ToolRecord struct {
 	Name        string
 	Arguments   string
 	Effect      Effect
+	// Agent is the agent that asked for the call, when a ModelStep names
+	// one (a framework's agent tree).
+	Agent string
 	// Step is the call's CallTool step number within the turn, and
 	// ApprovalStep its AwaitToolApproval step (zero without approval).
 	Step         int
