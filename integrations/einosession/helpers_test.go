@@ -210,4 +210,6 @@ func modelSaw(s *scripted, sub string) bool {
 	return false
 }
 
-func call(id, name, args string) llm.ToolCall { return llm.ToolCall{ID: id, Name: name, Arguments: args} }
+func call(id, name, args string) llm.ToolCall {
+	return llm.ToolCall{ID: id, Name: name, Arguments: args}
+}

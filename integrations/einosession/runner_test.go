@@ -104,4 +104,3 @@ func TestToolNameCollision(t *testing.T) {
 		t.Fatalf("the same tool twice: %v", err)
 	}
 }
-
