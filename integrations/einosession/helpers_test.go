@@ -147,25 +147,30 @@ func (h *harness) turn(id, text string) session.TurnResult {
 	return r
 }
 
-// steps is the step history of a session's turn from its journal: the
-// timeline's RunModel outputs and tool outcomes, as "RunModel" and
-// "CallTool <tool> <status>", in order.
+// steps is the step history of a session's turn from its journal: each
+// RunModel output, then the CallTool steps of the calls it planned, in
+// their step order, with the status each ended with: "RunModel",
+// "CallTool <tool> <status>".
 func (h *harness) steps(id string, turn int) []string {
 	h.t.Helper()
 	tl, err := session.ReadTimeline(ctxT(h.t), h.j, id)
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	status := map[string]string{}
+	for _, e := range tl {
+		if e.Turn == turn && e.Kind == "tool_finished" {
+			status[e.Call] = e.Status
+		}
+	}
 	var out []string
 	for _, e := range tl {
-		if e.Turn != turn {
+		if e.Turn != turn || e.Kind != "model_output" {
 			continue
 		}
-		switch e.Kind {
-		case "model_output":
-			out = append(out, "RunModel")
-		case "tool_finished":
-			out = append(out, "CallTool "+e.Tool+" "+e.Status)
+		out = append(out, "RunModel")
+		for _, c := range e.Calls {
+			out = append(out, "CallTool "+c.Name+" "+status[c.ID])
 		}
 	}
 	return out

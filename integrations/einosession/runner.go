@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 
@@ -292,6 +293,7 @@ func (r *Runner) drain(in session.StepInput, it *adk.AsyncIterator[*adk.AgentEve
 		lastText   string
 		texts      []string
 		interrupts []*adk.InterruptCtx
+		order      = map[string]int{} // tool call id -> its position among the responses' calls
 		err        error
 	)
 	for {
@@ -318,6 +320,11 @@ func (r *Runner) drain(in session.StepInput, it *adk.AsyncIterator[*adk.AgentEve
 				if cerr := checkControl(ev.AgentName, msg); cerr != nil {
 					err = cerr
 				}
+				for _, tc := range msg.ToolCalls {
+					if _, seen := order[tc.ID]; !seen {
+						order[tc.ID] = len(order)
+					}
+				}
 				if msg.Content != "" {
 					lastText = msg.Content
 					texts = append(texts, msg.Content)
@@ -340,6 +347,21 @@ func (r *Runner) drain(in session.StepInput, it *adk.AsyncIterator[*adk.AgentEve
 	}
 	if len(interrupts) == 0 {
 		return &session.StepOutput{Result: &llm.ChatResult{Content: lastText, Usage: usage, FinishReason: llm.FinishStop}}, nil
+	}
+	// The calls in the model's order: eino's tools node pauses them in
+	// whatever order its goroutines ran.
+	pos := func(ic *adk.InterruptCtx) int {
+		if ci, ok := ic.Info.(*CallInfo); ok {
+			if n, ok := order[ci.CallID]; ok {
+				return n
+			}
+		}
+		return len(order)
+	}
+	slices.SortStableFunc(interrupts, func(a, b *adk.InterruptCtx) int { return pos(a) - pos(b) })
+	if paused := pausedAgents(interrupts); len(paused) > 1 {
+		return nil, fmt.Errorf("%w: einosession: the calls of one step pause %d agents at once (%s): eino v0.7.36 resumes parallel branches with a data race of its own (internal/core.PopulateInterruptState), which can crash the process, so only one branch of a parallel agent may call tools in a step",
+			session.ErrStepFailed, len(paused), strings.Join(paused, ", "))
 	}
 	res := &llm.ChatResult{Content: strings.Join(texts, "\n\n"), Usage: usage, FinishReason: llm.FinishToolCalls}
 	st := runState{Interrupts: map[string]string{}}
@@ -393,6 +415,17 @@ func checkControl(agent string, msg *schema.Message) error {
 	}
 	return fmt.Errorf("%w: einosession: agent %s called %s together with %s in one response; a control tool must be called alone",
 		session.ErrStepFailed, agent, strings.Join(ctl, ", "), strings.Join(other, ", "))
+}
+
+// pausedAgents are the distinct agents whose calls paused the run.
+func pausedAgents(ics []*adk.InterruptCtx) []string {
+	var out []string
+	for _, ic := range ics {
+		if a := agentOf(ic.Address); !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // agentOf is the innermost agent of an interrupt's address.

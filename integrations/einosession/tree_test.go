@@ -56,17 +56,58 @@ func TestSequentialAgent(t *testing.T) {
 	}
 }
 
-// TestParallelAgent: a parallel agent of two ChatModelAgent branches, each
-// calling a tool. Both model calls are in the first RunModel; the two
-// calls are two CallTool steps; the next RunModel resumes both branches
-// with their recorded results.
+// TestParallelAgent: a parallel agent of two ChatModelAgent branches. Both
+// model calls are in the first RunModel; the branch that answers without
+// tools is done there, the other's tool call is a CallTool step, and the
+// next RunModel resumes that branch with its recorded result.
 func TestParallelAgent(t *testing.T) {
+	var l ledger
+	rn := einosession.New()
+	tag := rn.Tool(orderTool(t, &l, "tag_order", "tagged"), einosession.Effect(session.EffectIdempotentWrite))
+	a := newScripted(t, llmtest.Text("order 7 looks fine"))
+	b := newScripted(t, llmtest.ToolCalls(call("cb", "tag_order", `{"order":7}`)), llmtest.Text("tagged order 7"))
+	par, err := adk.NewParallelAgent(ctxT(t), &adk.ParallelAgentConfig{Name: "both", Description: "review and tag",
+		SubAgents: []adk.Agent{chatAgent(t, "reviewer", a), chatAgent(t, "tagger", b, tag)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, rn, par, session.Options{})
+	r := h.turn("s", "review and tag order 7")
+	if r.Status != session.TurnCompleted || r.Answer != "tagged order 7" {
+		t.Fatalf("turn %+v", r)
+	}
+	want := []string{"RunModel", "CallTool tag_order succeeded", "RunModel"}
+	if got := h.steps("s", 1); !slices.Equal(got, want) {
+		t.Fatalf("steps %v, want %v", got, want)
+	}
+	if a.calls() != 1 || b.calls() != 2 {
+		t.Fatalf("model calls: reviewer %d, tagger %d; want 1 and 2", a.calls(), b.calls())
+	}
+	if ag := h.agents("s"); ag["tag_order"] != "tagger" {
+		t.Fatalf("agents %v", ag)
+	}
+	if !modelSaw(b, `{\"tag_order\":\"tagged\"}`) {
+		t.Fatal("the branch did not get its recorded result")
+	}
+	if rec := h.records("s")["tag_order"]; rec.Key != "s/1/cb" {
+		t.Fatalf("idempotency key %q", rec.Key)
+	}
+	if got := l.list(); !slices.Equal(got, []string{"tag_order(7)"}) {
+		t.Fatalf("tools ran %v", got)
+	}
+}
+
+// TestParallelBranchesBothCallTools: when two branches of a parallel agent
+// call tools in one step the turn fails before any tool runs, saying why:
+// eino v0.7.36 resumes parallel branches with a data race of its own that
+// can crash the process (concurrent map writes in internal/core).
+func TestParallelBranchesBothCallTools(t *testing.T) {
 	var l ledger
 	rn := einosession.New()
 	lookup := rn.Tool(orderTool(t, &l, "lookup_order", "delivered"), einosession.Effect(session.EffectRead))
 	tag := rn.Tool(orderTool(t, &l, "tag_order", "tagged"), einosession.Effect(session.EffectIdempotentWrite))
-	a := newScripted(t, llmtest.ToolCalls(call("ca", "lookup_order", `{"order":7}`)), llmtest.Text("looked up"))
-	b := newScripted(t, llmtest.ToolCalls(call("cb", "tag_order", `{"order":7}`)), llmtest.Text("tagged"))
+	a := newScripted(t, llmtest.ToolCalls(call("ca", "lookup_order", `{"order":7}`)))
+	b := newScripted(t, llmtest.ToolCalls(call("cb", "tag_order", `{"order":7}`)))
 	par, err := adk.NewParallelAgent(ctxT(t), &adk.ParallelAgentConfig{Name: "both", Description: "look up and tag",
 		SubAgents: []adk.Agent{chatAgent(t, "looker", a, lookup), chatAgent(t, "tagger", b, tag)}})
 	if err != nil {
@@ -74,30 +115,11 @@ func TestParallelAgent(t *testing.T) {
 	}
 	h := newHarness(t, rn, par, session.Options{})
 	r := h.turn("s", "look up and tag order 7")
-	if r.Status != session.TurnCompleted || (r.Answer != "looked up" && r.Answer != "tagged") {
+	if r.Status != session.TurnFailed || !strings.Contains(r.Error, "pause 2 agents at once") {
 		t.Fatalf("turn %+v", r)
 	}
-	got := h.steps("s", 1)
-	if len(got) != 4 || got[0] != "RunModel" || got[3] != "RunModel" ||
-		!slices.Contains(got, "CallTool lookup_order succeeded") || !slices.Contains(got, "CallTool tag_order succeeded") {
-		t.Fatalf("steps %v", got)
-	}
-	if a.calls() != 2 || b.calls() != 2 {
-		t.Fatalf("model calls %d and %d, want 2 each", a.calls(), b.calls())
-	}
-	if ag := h.agents("s"); ag["lookup_order"] != "looker" || ag["tag_order"] != "tagger" {
-		t.Fatalf("agents %v", ag)
-	}
-	if !modelSaw(a, `{\"lookup_order\":\"delivered\"}`) || !modelSaw(b, `{\"tag_order\":\"tagged\"}`) {
-		t.Fatal("a branch did not get its recorded result")
-	}
-	if rec := h.records("s")["tag_order"]; rec.Key != "s/1/cb" {
-		t.Fatalf("idempotency key %q", rec.Key)
-	}
-	ran := l.list()
-	slices.Sort(ran)
-	if !slices.Equal(ran, []string{"lookup_order(7)", "tag_order(7)"}) {
-		t.Fatalf("tools ran %v", ran)
+	if len(l.list()) != 0 || len(h.records("s")) != 0 {
+		t.Fatalf("a tool ran: %v", l.list())
 	}
 }
 
