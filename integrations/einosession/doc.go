@@ -68,6 +68,15 @@
 //   - A RunModel retry repeats the model calls of the agents that
 //     continued without tools.
 //
+// # How it is tested
+//
+// Real eino trees on scripted llmtest models, each turn's steps asserted
+// from the journal; a turn resumed in a new Manager from the journal's
+// checkpoint; and a crash suite (TestCrashSuite) that kills a child
+// process running eino sessions with SIGKILL in RunModel (before and with
+// the request in flight), in CallTool before and after each effect's side
+// effect, and while an approval waits, then checks session's Guarantees.
+//
 // The module is its own (github.com/chorusrt/chorus/integrations/einosession):
 // Chorus never imports eino.
 package einosession
