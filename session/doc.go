@@ -51,7 +51,7 @@
 // Options.ModelStep replaces the model call of every RunModel step with a
 // step of the caller's (a framework's agent tree: integrations/einosession
 // runs eino's adk agents so). It gets what a model call would (the
-// messages), the records of the calls the previous step asked for, and the
+// messages, media as references into Options.Media), the records of the calls the previous step asked for, and the
 // state it returned then, which the journal keeps with the step's output;
 // it returns the assistant message whose tool calls are the next CallTool
 // steps, each under this package's rules, and the agent that asked for

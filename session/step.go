@@ -29,8 +29,13 @@ type StepInput struct {
 	Turn, Step, Attempt int
 	// Messages is what a native RunModel would send: Options.Instructions,
 	// the compaction summary, and the history (the turn's user messages,
-	// and the function responses of the calls so far), media loaded.
+	// and the function responses of the calls so far). Media parts are
+	// references into Media (URLs of MediaScheme), not bytes, so that a
+	// step may keep them in its State: load them (Media.Get) where they go
+	// to a model.
 	Messages []llm.Message
+	// Media is the session's media store (Options.Media).
+	Media MediaStore
 	// Results are the records of the calls the turn's previous step asked
 	// for, in the model's order, every one ended (empty at a turn's first
 	// step). FunctionResponse is what a model would see for each.

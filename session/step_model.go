@@ -89,21 +89,15 @@ func (a *sessionActor) runModel(t *turnState) bool {
 	return true
 }
 
-// runStep runs one attempt of a ModelStep, with media references swapped
-// for their bytes; a panic is an error of the attempt.
+// runStep runs one attempt of a ModelStep (media stay references); a
+// panic is an error of the attempt.
 func (m *Manager) runStep(ctx context.Context, in *StepInput) (out *StepOutput, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			out, err = nil, fmt.Errorf("the model step panicked: %v", v)
 		}
 	}()
-	for i := range in.Messages {
-		parts, err := loadParts(ctx, m.opt.Media, in.Messages[i].Parts)
-		if err != nil {
-			return nil, fmt.Errorf("loading media: %w", err)
-		}
-		in.Messages[i].Parts = parts
-	}
+	in.Media = m.opt.Media
 	out, err = m.opt.ModelStep.RunModel(ctx, *in)
 	if err == nil && (out == nil || out.Result == nil) {
 		err = errors.New("the model step returned no result")

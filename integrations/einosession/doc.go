@@ -58,6 +58,14 @@
 //     may run again and repeat the write.
 //   - A run that pauses for anything but a wrapped tool's call.
 //
+// # Images
+//
+// A user's images and documents reach the tree as media references (URLs
+// of session.MediaScheme) in eino message parts, so that eino's
+// checkpoint, kept in the journal, holds no bytes; WithMedia wraps the
+// client of the agents' Chorus models (chorus.New) so that each model
+// request gets the bytes back from the session's media store.
+//
 // # Limits
 //
 //   - Each turn starts a new run of the tree with the session's messages
@@ -67,6 +75,9 @@
 //     and again when it is retried.
 //   - A RunModel retry repeats the model calls of the agents that
 //     continued without tools.
+//   - An eino tool returns text: a tool's images are not shown to the
+//     tree's models. Models other than Chorus's with WithMedia see a
+//     user's images as references they cannot read.
 //
 // # How it is tested
 //

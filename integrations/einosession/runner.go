@@ -2,6 +2,7 @@ package einosession
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -448,7 +449,7 @@ func toSchema(msgs []llm.Message) ([]*schema.Message, error) {
 		case llm.RoleSystem, llm.RoleDeveloper:
 			continue
 		case llm.RoleUser:
-			out = append(out, schema.UserMessage(textOf(m)))
+			out = append(out, userMessage(m))
 		case llm.RoleAssistant:
 			am := &schema.Message{Role: schema.Assistant, Content: m.Content}
 			for _, tc := range m.ToolCalls {
@@ -462,6 +463,47 @@ func toSchema(msgs []llm.Message) ([]*schema.Message, error) {
 		}
 	}
 	return out, nil
+}
+
+// userMessage is a user message for eino: its text, and its images and
+// documents as parts; media references stay references (WithMedia loads
+// them for the model), so eino's checkpoint holds no bytes.
+func userMessage(m llm.Message) *schema.Message {
+	if !hasMedia(m.Parts) {
+		return schema.UserMessage(textOf(m))
+	}
+	um := &schema.Message{Role: schema.User}
+	if m.Content != "" {
+		um.UserInputMultiContent = append(um.UserInputMultiContent, schema.MessageInputPart{Type: schema.ChatMessagePartTypeText, Text: m.Content})
+	}
+	for _, p := range m.Parts {
+		c := schema.MessagePartCommon{MIMEType: p.MIMEType}
+		if len(p.Data) > 0 {
+			b64 := base64.StdEncoding.EncodeToString(p.Data)
+			c.Base64Data = &b64
+		} else {
+			u := p.URL
+			c.URL = &u
+		}
+		switch p.Type {
+		case llm.PartText:
+			um.UserInputMultiContent = append(um.UserInputMultiContent, schema.MessageInputPart{Type: schema.ChatMessagePartTypeText, Text: p.Text})
+		case llm.PartImage:
+			um.UserInputMultiContent = append(um.UserInputMultiContent, schema.MessageInputPart{Type: schema.ChatMessagePartTypeImageURL, Image: &schema.MessageInputImage{MessagePartCommon: c}})
+		case llm.PartDocument:
+			um.UserInputMultiContent = append(um.UserInputMultiContent, schema.MessageInputPart{Type: schema.ChatMessagePartTypeFileURL, File: &schema.MessageInputFile{MessagePartCommon: c}})
+		}
+	}
+	return um
+}
+
+func hasMedia(parts []llm.Part) bool {
+	for _, p := range parts {
+		if p.Type == llm.PartImage || p.Type == llm.PartDocument {
+			return true
+		}
+	}
+	return false
 }
 
 func textOf(m llm.Message) string {
