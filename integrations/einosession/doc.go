@@ -39,8 +39,11 @@
 // # Effects
 //
 // A tool's effect comes from the session's ToolPolicy for it, then its own
-// declaration (Effect when wrapping it), then session.Options.DefaultEffect
-// (unclassified). RequireApproval makes every call wait for approval.
+// declaration (Effect when wrapping it; a session.Tool's Effect for
+// SessionTool, which is how an MCP tool of mcptools, whose effect comes
+// from a trusted server's annotations, joins a tree), then
+// session.Options.DefaultEffect (unclassified). RequireApproval makes
+// every call wait for approval.
 //
 // # What fails loudly
 //

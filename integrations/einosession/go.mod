@@ -11,6 +11,7 @@ require (
 	github.com/chorusrt/chorus v0.0.0-00010101000000-000000000000
 	github.com/chorusrt/chorus/integrations/eino v0.0.0-00010101000000-000000000000
 	github.com/cloudwego/eino v0.7.36
+	github.com/eino-contrib/jsonschema v1.0.3
 	go.uber.org/goleak v1.3.0
 )
 
@@ -26,7 +27,6 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/cloudwego/base64x v0.1.6 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
-	github.com/eino-contrib/jsonschema v1.0.3 // indirect
 	github.com/emirpasic/gods v1.18.1 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect

@@ -10,11 +10,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cloudwego/eino/adk"
 	"github.com/cloudwego/eino/components/tool"
 	"github.com/cloudwego/eino/compose"
 	"github.com/cloudwego/eino/schema"
+	"github.com/eino-contrib/jsonschema"
 
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/session"
@@ -80,6 +82,53 @@ func (r *Runner) Tool(t tool.InvokableTool, opts ...ToolOption) tool.InvokableTo
 	return w
 }
 
+// SessionTool wraps a Chorus session.Tool for the agents of the tree, such
+// as one of mcptools.Set.SessionTools, whose effect comes from a trusted
+// MCP server's annotations: its Def is what eino shows the model, its
+// Effect and RequireApproval are the tool's own declaration (a
+// session.ToolPolicy still overrides the effect), and its CallTool step
+// runs its Handler with the session's Call (attempt, idempotency key).
+func (r *Runner) SessionTool(t session.Tool) tool.InvokableTool {
+	r.mu.Lock()
+	prev, ok := r.tools[t.Def.Name]
+	r.mu.Unlock()
+	if ok {
+		if _, same := prev.inner.(*sessionTool); same && prev.declared == t.Effect && prev.approval == t.RequireApproval {
+			return prev // the same session tool, for another agent
+		}
+	}
+	st := &sessionTool{t: t}
+	opts := []ToolOption{func(w *wrapped) { w.handler, w.timeout = t.Handler, t.Timeout }}
+	if t.Effect != "" {
+		opts = append(opts, Effect(t.Effect))
+	}
+	if t.RequireApproval {
+		opts = append(opts, RequireApproval())
+	}
+	return r.Tool(st, opts...)
+}
+
+// sessionTool is a session.Tool as an eino tool (outside a session step
+// its handler runs with a bare Call).
+type sessionTool struct{ t session.Tool }
+
+func (s *sessionTool) Info(context.Context) (*schema.ToolInfo, error) {
+	info := &schema.ToolInfo{Name: s.t.Def.Name, Desc: s.t.Def.Description}
+	if len(s.t.Def.Parameters) > 0 {
+		js := &jsonschema.Schema{}
+		if err := json.Unmarshal(s.t.Def.Parameters, js); err != nil {
+			return nil, fmt.Errorf("einosession: %s's parameters: %w", s.t.Def.Name, err)
+		}
+		info.ParamsOneOf = schema.NewParamsOneOfByJSONSchema(js)
+	}
+	return info, nil
+}
+
+func (s *sessionTool) InvokableRun(ctx context.Context, args string, _ ...tool.Option) (string, error) {
+	res, err := s.t.Handler(ctx, session.Call{Name: s.t.Def.Name, Arguments: json.RawMessage(args), Effect: s.t.Effect, Attempt: 1})
+	return res.Content, err
+}
+
 func sameTool(a, b tool.InvokableTool) bool {
 	if a == b {
 		return true
@@ -122,7 +171,10 @@ func (r *Runner) Options(agent adk.Agent, opt session.Options) (session.Options,
 				}
 			}
 		}
-		opt.Tools = append(opt.Tools, session.Tool{Def: def, Effect: w.declared, RequireApproval: w.approval, Handler: w.handle})
+		if st, ok := w.inner.(*sessionTool); ok && len(st.t.Def.Parameters) > 0 {
+			def.Parameters = st.t.Def.Parameters
+		}
+		opt.Tools = append(opt.Tools, session.Tool{Def: def, Effect: w.declared, RequireApproval: w.approval, Handler: w.handle, Timeout: w.timeout})
 	}
 	opt.ModelStep = r
 	return opt, nil
@@ -162,6 +214,8 @@ type wrapped struct {
 	declared session.Effect
 	effect   session.Effect // resolved by Options
 	approval bool
+	handler  session.Handler // a SessionTool's
+	timeout  time.Duration   // a SessionTool's
 }
 
 func (w *wrapped) Info(ctx context.Context) (*schema.ToolInfo, error) { return w.inner.Info(ctx) }
@@ -191,7 +245,10 @@ func (w *wrapped) InvokableRun(ctx context.Context, args string, opts ...tool.Op
 // handle runs one attempt of a call in its CallTool step.
 func (w *wrapped) handle(ctx context.Context, c session.Call) (session.Result, error) {
 	sc := &stepCall{effect: c.Effect}
-	ctx = context.WithValue(context.WithValue(ctx, inStepKey{}, nil), callKey{}, sc)
+	ctx = context.WithValue(ctx, callKey{}, sc)
+	if w.handler != nil {
+		return w.handler(ctx, c)
+	}
 	out, err := w.inner.InvokableRun(ctx, string(c.Arguments))
 	sc.mu.Lock()
 	bad := sc.bad
