@@ -78,6 +78,11 @@
 //     and again when it is retried.
 //   - A RunModel retry repeats the model calls of the agents that
 //     continued without tools.
+//   - The RunModel steps of one Runner run one at a time, across its
+//     sessions: eino v0.7.36 agents race when one agent value runs twice
+//     at once (a ChatModelAgent compiles its graph lazily, unguarded, on
+//     every Run and Resume). Tool steps run in parallel as usual; build a
+//     Runner and a tree per group of sessions for more model steps at once.
 //   - An eino tool returns text: a tool's images are not shown to the
 //     tree's models. Models other than Chorus's with WithMedia see a
 //     user's images as references they cannot read.

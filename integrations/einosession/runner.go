@@ -30,11 +30,15 @@ func init() {
 // sessions (a session.ModelStep). Build the tree's tools with Tool, the
 // tree itself, then the session options with Options.
 type Runner struct {
-	mu    sync.Mutex
-	agent adk.Agent
-	tools map[string]*wrapped
-	order []string
-	errs  []error
+	// running serializes RunModel: eino v0.7.36 agents race when one
+	// agent value runs twice at once (ChatModelAgent compiles its graph
+	// lazily, unguarded, on each Run and Resume).
+	running sync.Mutex
+	mu      sync.Mutex
+	agent   adk.Agent
+	tools   map[string]*wrapped
+	order   []string
+	errs    []error
 }
 
 // New returns a Runner with no tools and no agent yet.
@@ -311,6 +315,8 @@ func (r *Runner) RunModel(ctx context.Context, in session.StepInput) (*session.S
 	if agent == nil {
 		return nil, fmt.Errorf("%w: einosession: Options was not called", session.ErrStepFailed)
 	}
+	r.running.Lock()
+	defer r.running.Unlock()
 	ctx = context.WithValue(ctx, inStepKey{}, true)
 	store := &memStore{}
 	runner := adk.NewRunner(ctx, adk.RunnerConfig{Agent: agent, CheckPointStore: store})

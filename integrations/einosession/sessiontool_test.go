@@ -25,7 +25,9 @@ func TestSessionTool(t *testing.T) {
 			return session.Result{Content: `{"tagged":true}`}, nil
 		}}
 	note := session.Tool{Def: llm.Tool{Name: "read_note", Description: "read a note"}, Effect: session.EffectUnclassified,
-		Handler: func(context.Context, session.Call) (session.Result, error) { return session.Result{Content: "a note"}, nil }}
+		Handler: func(context.Context, session.Call) (session.Result, error) {
+			return session.Result{Content: "a note"}, nil
+		}}
 	rn := einosession.New()
 	model := newScripted(t, llmtest.ToolCalls(call("c1", "tag_order", `{"order":7}`), call("c2", "read_note", `{}`)), llmtest.Text("tagged"))
 	tagged := rn.SessionTool(tag)
