@@ -42,12 +42,13 @@ import (
 // with crashChildEnv set), and kills the child with SIGKILL at randomized
 // points: in RunModel before the request and with it in flight, in
 // CallTool of each effect before and after its side effect (the start of
-// a later write is the point between two ordered writes), and while an
-// approval waits. It restarts the child until every session finished,
-// then checks what session/doc.go's Guarantees list: no single-attempt
-// write ran twice, every call has one outcome, a side effect only in an
-// attempt the journal recorded first, the writes in order, and every
-// session finished.
+// a later write, "WRITE next", is the point between two ordered writes),
+// and while an approval waits. It restarts the child until every session
+// finished, then checks what session/doc.go's Guarantees list: no
+// single-attempt write ran twice, every call has one outcome, a side
+// effect only in an attempt the journal recorded first, the writes in
+// order (a write killed before runs after the restart), and every session
+// finished.
 //
 // EINOSESSION_CRASH_POINTS sets how many crash points to try (default 16).
 
@@ -62,7 +63,7 @@ var crashKinds = []string{
 	"STEP RunModel", "MODEL inflight",
 	"TOOL start read", "TOOL start idempotent_write", "TOOL start non_idempotent_write", "TOOL start unclassified",
 	"TOOL done read", "TOOL done idempotent_write", "TOOL done non_idempotent_write", "TOOL done unclassified",
-	"APPROVAL pending",
+	"APPROVAL pending", "WRITE next",
 }
 
 var (
@@ -119,6 +120,11 @@ func crashChild() int {
 	effectTool := func(name string, effect session.Effect) tool.InvokableTool {
 		t, err := utils.InferTool(name, name, func(ctx context.Context, in crashIn) (string, error) {
 			c := callOf(ctx)
+			if c.Attempt == 1 && (name == "refund" || name == "notify") {
+				// Between two ordered writes: the earlier ones succeeded,
+				// this one has not started its side effect.
+				mark("WRITE next %s %s", c.Session, c.ID)
+			}
 			mark("TOOL start %s %s %s %d", c.Session, c.ID, c.Effect, c.Attempt)
 			key := c.IdempotencyKey
 			if key == "" {
@@ -363,6 +369,8 @@ func parseMarker(line string) kill {
 	switch {
 	case len(f) >= 6 && f[0] == "TOOL":
 		k = kill{kind: f[0] + " " + f[1] + " " + f[4], session: f[2], call: f[3], effect: session.Effect(f[4])}
+	case len(f) >= 4 && f[0] == "WRITE":
+		k = kill{kind: "WRITE next", session: f[2], call: f[3]}
 	case len(f) >= 4 && f[0] == "APPROVAL":
 		k = kill{kind: "APPROVAL pending", session: f[2]}
 	case len(f) >= 3 && f[0] == "STEP":
@@ -604,6 +612,9 @@ func checkScenario(t *testing.T, dir string, kills []kill) {
 			}
 		}
 		for _, k := range kills {
+			if k.session == id && k.kind == "WRITE next" && snap.Last.Status == session.TurnCompleted && started[k.call] == 0 {
+				t.Errorf("%s/%s: killed before this write, which never ran after the restart", id, k.call)
+			}
 			if k.session != id || !strings.HasPrefix(k.kind, "TOOL ") || k.effect == session.EffectRead || k.effect == session.EffectIdempotentWrite {
 				continue
 			}
