@@ -65,7 +65,7 @@ sdk-go:
 # integrations/<framework>: each a module of its own (a replace to ../..),
 # so the root go.mod never requires a framework. Vet, then the tests
 # (the frameworks' own agents against llmtest) and the Example functions.
-INTEGRATIONS = eino genkit langchaingo
+INTEGRATIONS = eino einosession genkit langchaingo
 integrations:
 	@set -e; for m in $(INTEGRATIONS); do \
 		echo "integrations/$$m"; \

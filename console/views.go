@@ -405,6 +405,7 @@ type ToolRecordView struct {
 	ID            string   `json:"id"`
 	Name          string   `json:"name"`
 	Effect        string   `json:"effect"`
+	Agent         string   `json:"agent,omitempty"`
 	Arguments     string   `json:"arguments"`
 	Step          int      `json:"step"`
 	Approval      bool     `json:"approval"`
@@ -449,6 +450,7 @@ type PlannedView struct {
 	Name      string `json:"name"`
 	Arguments string `json:"arguments"`
 	Effect    string `json:"effect"`
+	Agent     string `json:"agent,omitempty"`
 	Approval  bool   `json:"approval"`
 }
 
@@ -462,7 +464,7 @@ func (h *Handler) sessionView(ctx context.Context, id string) (SessionView, erro
 	}
 	v := SessionView{SessionSummary: summaryOf(s), Approvals: approvalsOf(s), Tools: []ToolRecordView{}, Messages: []MessageView{}, Timeline: []TimelineView{}, Answer: s.Last.Answer}
 	for _, r := range s.Tools {
-		v.Tools = append(v.Tools, ToolRecordView{Turn: r.Turn, ID: r.ID, Name: r.Name, Effect: string(r.Effect), Arguments: r.Arguments, Step: r.Step,
+		v.Tools = append(v.Tools, ToolRecordView{Turn: r.Turn, ID: r.ID, Name: r.Name, Effect: string(r.Effect), Agent: r.Agent, Arguments: r.Arguments, Step: r.Step,
 			Approval: r.Approval, Interrupt: r.Interrupt, Attempts: r.Attempts, Status: string(r.Status), Result: r.Result, Error: r.Error,
 			AttemptErrors: slices.Clone(r.AttemptErrors)})
 	}
@@ -494,7 +496,7 @@ func (h *Handler) sessionView(ctx context.Context, id string) (SessionView, erro
 			t.Approved = &ok
 		}
 		for _, c := range e.Calls {
-			t.Calls = append(t.Calls, PlannedView{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Effect: string(c.Effect), Approval: c.Approval})
+			t.Calls = append(t.Calls, PlannedView{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Effect: string(c.Effect), Agent: c.Agent, Approval: c.Approval})
 		}
 		v.Timeline = append(v.Timeline, t)
 	}

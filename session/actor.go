@@ -38,6 +38,8 @@ type (
 	msgModelDone struct {
 		Turn, Step, Attempt int
 		Res                 *llm.ChatResult
+		State               []byte            // a ModelStep's
+		Agents              map[string]string // a ModelStep's
 		Err                 error
 	}
 	msgModelRetry  struct{ Turn, Step, Attempt int }
@@ -315,12 +317,20 @@ func (a *sessionActor) next() bool {
 		}
 		return a.runModel(t)
 	}
-	for _, c := range st.batch() {
+	calls := st.batch()
+	gates := st.gates(calls)
+	for i, c := range calls {
 		if c.Status != "" || a.tools[c.ID] != nil || a.retrying[c.ID] {
 			continue
 		}
+		if w := gates[i].skip; w != nil {
+			return a.skipCall(t, c, w)
+		}
 		if c.Approval && !c.Resolved {
 			a.armDeadline(c)
+			continue
+		}
+		if gates[i].wait {
 			continue
 		}
 		if c.Running {

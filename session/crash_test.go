@@ -32,7 +32,9 @@ import (
 // child with SIGKILL at randomized crash points: during RunModel (before
 // the request and with the request in flight), during CallTool for each
 // effect (before and after the side effect), while an approval is pending,
-// after a steering message was queued, and between steps. It restarts the
+// after a steering message was queued, between steps, and between two
+// ordered writes of one response (the earlier ones succeeded, the next
+// has not started). It restarts the
 // child until every session finishes, then checks the journal, the
 // side-effect ledger the tools append to, and the model requests.
 //
@@ -52,7 +54,7 @@ var crashKinds = []string{
 	"STEP RunModel", "MODEL inflight",
 	"TOOL start read", "TOOL start idempotent_write", "TOOL start non_idempotent_write", "TOOL start unclassified",
 	"TOOL done read", "TOOL done idempotent_write", "TOOL done non_idempotent_write", "TOOL done unclassified",
-	"APPROVAL pending", "QUEUED", "STEP boundary",
+	"APPROVAL pending", "QUEUED", "STEP boundary", "WRITE next",
 }
 
 // ---- child ----
@@ -339,6 +341,8 @@ func parseMarker(line string) (kind string, k kill) {
 		kind, k.Session, k.Interrupt = "APPROVAL pending", f[2], f[3]
 	case len(f) >= 2 && f[0] == "QUEUED":
 		kind, k.Session = "QUEUED", f[1]
+	case len(f) >= 4 && f[0] == "WRITE":
+		kind, k.Session, k.Call = f[0]+" "+f[1], f[2], f[3]
 	case len(f) >= 3 && f[0] == "STEP":
 		kind, k.Session = f[0]+" "+f[1], f[2]
 	default:
@@ -592,6 +596,7 @@ func checkScenario(t *testing.T, dir string, cm *crashModel, kills []kill) {
 				t.Errorf("%s: record %d (%s): %v", id, r.Seq, r.Kind, err)
 			}
 		}
+		checkWriteOrder(t, id, recs)
 		if steers > 1 {
 			t.Errorf("%s: steering message stored %d times", id, steers)
 		}
@@ -690,6 +695,11 @@ func checkScenario(t *testing.T, dir string, cm *crashModel, kills []kill) {
 			case k.Kind == "APPROVAL pending":
 				// The approval survived: resolved once, after the restart.
 				rs := resolves[k.Interrupt]
+				if c := callOf(st, k.Interrupt); c != nil && c.Skipped && len(rs) == 0 {
+					// An earlier write of its response did not succeed:
+					// the call ended skipped before anyone approved it.
+					continue
+				}
 				if len(rs) != 1 || !rs[0].Approved {
 					t.Errorf("%s: interrupt %s resolutions %+v", id, k.Interrupt, rs)
 				}
@@ -707,6 +717,14 @@ func checkScenario(t *testing.T, dir string, cm *crashModel, kills []kill) {
 				})
 				if !seenByModel {
 					t.Errorf("%s: the model never saw the steering message", id)
+				}
+			case k.Kind == "WRITE next":
+				// Killed between two ordered writes: the restart resumes at
+				// the next one, which runs (the earlier ones succeeded, and
+				// ran once each: checked above for every call).
+				c := st.call(1, k.Call)
+				if c == nil || len(started[k.Call]) == 0 && st.Turns[1] == string(TurnCompleted) {
+					t.Errorf("%s: killed before write %s, which never ran after the restart (%+v)", id, k.Call, c)
 				}
 			case k.Kind == "STEP RunModel" || k.Kind == "MODEL inflight":
 				retried := false
@@ -734,4 +752,81 @@ func historyOf(st *state) []llm.Message {
 		out[i] = h.Msg.message()
 	}
 	return out
+}
+
+func callOf(st *state, interrupt string) *callState {
+	for _, c := range st.Calls {
+		if c.Interrupt == interrupt {
+			return c
+		}
+	}
+	return nil
+}
+
+// checkWriteOrder checks the order of writes in a session's journal: in a
+// batch the model output marked ordered, a write starts only after every
+// earlier write of the batch finished succeeded, and a write after one
+// that did not succeed never starts and ends failed, skipped.
+func checkWriteOrder(t *testing.T, id string, recs []store.Record) {
+	t.Helper()
+	type end struct {
+		seq    int64
+		status ToolStatus
+	}
+	firstStart := map[string]int64{}
+	ends := map[string]end{}
+	var batches [][]plannedCall
+	for _, r := range recs {
+		switch r.Kind {
+		case recModelOutput:
+			_ = decoded(r.Data, func(p recModelOut) {
+				if p.Ordered {
+					batches = append(batches, p.Calls)
+				}
+			})
+		case recToolStarted:
+			_ = decoded(r.Data, func(p recToolStart) {
+				if _, ok := firstStart[p.Call]; !ok {
+					firstStart[p.Call] = r.Seq
+				}
+			})
+		case recToolFinished:
+			_ = decoded(r.Data, func(p recToolEnd) { ends[p.Call] = end{r.Seq, p.Status} })
+		}
+	}
+	if len(batches) == 0 {
+		t.Errorf("%s: no ordered batch in the journal", id)
+	}
+	for _, calls := range batches {
+		var earlier []string
+		for _, c := range calls {
+			if c.Effect == EffectRead {
+				continue
+			}
+			failedBefore := ""
+			for _, e := range earlier {
+				if ends[e].status != StatusSucceeded {
+					failedBefore = e
+					break
+				}
+			}
+			start, ran := firstStart[c.ID]
+			switch {
+			case failedBefore != "":
+				if ran {
+					t.Errorf("%s: write %s started after %s ended %s", id, c.ID, failedBefore, ends[failedBefore].status)
+				}
+				if e := ends[c.ID]; e.status != StatusFailed {
+					t.Errorf("%s: write %s after %s ended %s, want failed (skipped, or not run)", id, c.ID, failedBefore, e.status)
+				}
+			case ran:
+				for _, e := range earlier {
+					if ends[e].seq == 0 || ends[e].seq > start {
+						t.Errorf("%s: write %s started (seq %d) before %s ended (seq %d)", id, c.ID, start, e, ends[e].seq)
+					}
+				}
+			}
+			earlier = append(earlier, c.ID)
+		}
+	}
 }

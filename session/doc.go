@@ -26,16 +26,37 @@
 //
 // A turn runs as steps:
 //
-//	AwaitUserMessage -> RunModel -> CallTool (one per call, in parallel) -> ResumeTurn -> RunModel ... -> AwaitUserMessage
+//	AwaitUserMessage -> RunModel -> CallTool (one per call) -> ResumeTurn -> RunModel ... -> AwaitUserMessage
 //	                                 \-> AwaitToolApproval first where a call needs approval
 //
 // RunModel is one model call (Options.ModelAttempts attempts, default 3;
 // then the turn fails). Each tool call of a model response is its own
-// CallTool step with its own attempts, timeout and backoff; the calls of
-// one response run in parallel. ResumeTurn gives the model every function
-// response, in the model's order, plus any user message queued meanwhile.
+// CallTool step with its own attempts, timeout and backoff. ResumeTurn
+// gives the model every function response, in the model's order, plus any
+// user message queued meanwhile.
+//
+// The reads of one response run in parallel, beside everything else; its
+// writes (idempotent_write, non_idempotent_write, unclassified) run one at
+// a time in the model's order: a write starts once every earlier write of
+// the response succeeded. A write that ends failed, rejected or
+// outcome_unknown makes the later writes of the response end failed
+// without running (ToolRecord.Skipped; the error, which the model sees,
+// starts with "skipped: "). A write waiting for its approval holds the
+// later writes until it is resolved. Options.ParallelWrites runs the
+// writes of a response at once instead and skips nothing; the model
+// output records which rule its calls follow, so a restart keeps it.
 // Steps are numbered within the turn; every event carries turn, step and
 // attempt.
+//
+// Options.ModelStep replaces the model call of every RunModel step with a
+// step of the caller's (a framework's agent tree: integrations/einosession
+// runs eino's adk agents so). It gets what a model call would (the
+// messages, media as references into Options.Media), the records of the calls the previous step asked for, and the
+// state it returned then, which the journal keeps with the step's output;
+// it returns the assistant message whose tool calls are the next CallTool
+// steps, each under this package's rules, and the agent that asked for
+// each call. An error wrapping ErrStepFailed fails the turn without a
+// retry; any other follows RunModel's attempts.
 //
 // # Effects
 //
@@ -70,7 +91,8 @@
 // SIGKILL at randomized crash points (in RunModel before the request and
 // with it in flight, in CallTool of each effect before and after the side
 // effect, while an approval is pending, after a steering message was
-// queued, between steps), restarting it until every session finishes, and
+// queued, between steps, between two ordered writes), restarting it until
+// every session finishes, and
 // checking the journal and a ledger the tools append to:
 //
 //   - A journal write is durable before the step it records starts its side
@@ -87,6 +109,12 @@
 //     numbered 1..n without gaps and never exceed the effect's limit.
 //   - A RunModel interrupted by a crash runs again (attempts numbered
 //     without gaps) until it produces its output, or the turn fails.
+//   - The writes of one response run in the model's order: a write's
+//     first tool_started follows the tool_finished (succeeded) of every
+//     earlier write of the response; a write after one that did not
+//     succeed never starts and ends failed (skipped). A crash between two
+//     writes resumes at the next one, and a single-attempt write that
+//     ended is never repeated.
 //   - A pending approval survives a crash with its id and deadline, and is
 //     resolved exactly once; a queued user message survives a crash, is
 //     stored once, and the model sees it.
@@ -156,6 +184,7 @@
 //	| records.go    | journal record kinds and their payloads                                                       |
 //	| turn.go       | AwaitUserMessage and turns: user messages, turn start, cancel, the end of a failed turn       |
 //	| step_model.go | RunModel and ResumeTurn: the model input, the call, its retries, its output and planned calls |
+//	| step.go       | ModelStep: a RunModel step run by the caller (a framework's agent tree), its input and output |
 //	| step_tool.go  | CallTool: attempts, the handler, timeouts, the effect's retry rule                            |
 //	| approvals.go  | AwaitToolApproval: resolutions and deadlines                                                  |
 //	| compact.go    | Compact: the summary step                                                                     |

@@ -131,6 +131,8 @@ type plannedCall struct {
 	Interrupt    string    `json:"interrupt,omitempty"`
 	Deadline     time.Time `json:"deadline,omitzero"`
 	MaxAttempts  int       `json:"max_attempts"`
+	// Agent is the agent that asked for the call (a ModelStep's).
+	Agent string `json:"agent,omitempty"`
 	// Unknown marks a call of a tool the session does not have: it ends
 	// failed without running.
 	Unknown bool `json:"unknown,omitempty"`
@@ -143,6 +145,11 @@ type recModelOut struct {
 	Msg     wireMsg       `json:"msg"`
 	Usage   llm.Usage     `json:"usage"`
 	Calls   []plannedCall `json:"calls,omitempty"`
+	// State is a ModelStep's state after this step (StepOutput.State).
+	State []byte `json:"state,omitempty"`
+	// Ordered: the writes among Calls run one at a time, in their order
+	// (absent in journals written before writes were ordered: parallel).
+	Ordered bool `json:"ordered,omitempty"`
 }
 
 type recResolve struct {
@@ -175,6 +182,9 @@ type recToolEnd struct {
 	Result string     `json:"result,omitempty"`
 	Error  string     `json:"error,omitempty"`
 	Images []MediaRef `json:"images,omitempty"`
+	// Skipped: the call never ran because an earlier write of its
+	// response did not succeed (Status is failed).
+	Skipped bool `json:"skipped,omitempty"`
 }
 
 type recCancel struct {

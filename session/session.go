@@ -72,6 +72,10 @@ type Options struct {
 	// ("provider/model" for a runtime; required).
 	Model     Model
 	ModelName string
+	// ModelStep, when set, runs the RunModel steps instead of Model (which
+	// then serves compaction summaries only, and may be nil without
+	// Compaction; ModelName may then be empty).
+	ModelStep ModelStep
 	// Instructions is the system message of every model call.
 	Instructions string
 	// Tools are the tools the model may call.
@@ -81,6 +85,15 @@ type Options struct {
 	// DefaultEffect is the effect of a tool with neither a policy effect
 	// nor its own declaration (default unclassified).
 	DefaultEffect Effect
+	// ParallelWrites runs every call of a model response at once, writes
+	// included, as sessions did before writes were ordered. By default
+	// (false) the reads of a response run in parallel while its writes
+	// (idempotent_write, non_idempotent_write, unclassified) run one at a
+	// time in the model's order, and once one of them ends failed,
+	// rejected or outcome_unknown the later ones end failed, skipped,
+	// without running. A batch keeps the order it began with across
+	// restarts.
+	ParallelWrites bool
 	// ToolTimeout bounds one tool attempt (default 1 minute).
 	ToolTimeout time.Duration
 	// ModelTimeout bounds one model attempt (default 10 minutes).
@@ -190,10 +203,10 @@ func newManager(opt Options, kit *actorkit.System) (*Manager, error) {
 	if opt.Journal == nil {
 		return nil, &llm.ConfigError{Field: "Journal", Msg: "is nil"}
 	}
-	if opt.Model == nil {
+	if opt.Model == nil && (opt.ModelStep == nil || opt.Compaction != nil) {
 		return nil, &llm.ConfigError{Field: "Model", Msg: "is nil"}
 	}
-	if opt.ModelName == "" {
+	if opt.ModelName == "" && opt.ModelStep == nil {
 		return nil, &llm.ConfigError{Field: "ModelName", Msg: "is empty"}
 	}
 	if opt.DefaultEffect == "" {

@@ -78,6 +78,14 @@ type turnState struct {
 	ModelRunning bool     `json:"model_running,omitempty"`
 	ModelCalls   int      `json:"model_calls"`
 	Batch        []string `json:"batch,omitempty"` // ids of the current calls, in the model's order
+	// Ordered: the writes of the current batch run one at a time, in the
+	// model's order (recorded with the model output, so a restart under
+	// other Options keeps the order the batch began with).
+	Ordered bool `json:"ordered,omitempty"`
+	// State is the ModelStep state of the turn's last model output, and
+	// LastBatch the calls of the batch that ended last, in order.
+	State        []byte   `json:"state,omitempty"`
+	LastBatch    []string `json:"last_batch,omitempty"`
 	Cancel       bool     `json:"cancel,omitempty"`
 	CancelReason string   `json:"cancel_reason,omitempty"`
 }
@@ -222,7 +230,7 @@ func (s *state) fold(r store.Record) error {
 	case recToolFinished:
 		return onCall(s, r.Data, func(p recToolEnd, c *callState) {
 			c.Running = false
-			c.Status, c.Result, c.Error, c.Images = p.Status, p.Result, p.Error, p.Images
+			c.Status, c.Result, c.Error, c.Images, c.Skipped = p.Status, p.Result, p.Error, p.Images, p.Skipped
 			s.maybeResume()
 		})
 	case recCancelRequested:
@@ -302,10 +310,10 @@ func (s *state) modelOutput(p recModelOut, t *turnState) {
 	s.ModelCalls++
 	s.Usage = s.Usage.Add(p.Usage)
 	s.History = append(s.History, histEntry{Turn: p.Turn, Msg: p.Msg})
-	t.Batch = nil
+	t.Batch, t.Ordered, t.State = nil, p.Ordered, p.State
 	for _, pc := range p.Calls {
 		c := &callState{ToolRecord: ToolRecord{Turn: p.Turn, ID: pc.ID, ModelCallID: pc.ModelCallID, Name: pc.Name,
-			Arguments: pc.Arguments, Effect: pc.Effect, Step: pc.Step, ApprovalStep: pc.ApprovalStep, Approval: pc.Approval, Interrupt: pc.Interrupt},
+			Arguments: pc.Arguments, Effect: pc.Effect, Step: pc.Step, ApprovalStep: pc.ApprovalStep, Approval: pc.Approval, Interrupt: pc.Interrupt, Agent: pc.Agent},
 			MaxAttempts: pc.MaxAttempts, Deadline: pc.Deadline, Unknown: pc.Unknown}
 		s.Calls = append(s.Calls, c)
 		t.Batch = append(t.Batch, pc.ID)
@@ -329,12 +337,70 @@ func (s *state) hasWork() bool {
 	if t.Cancel || t.Phase != phaseTools {
 		return true
 	}
-	for _, c := range s.batch() {
-		if c.Status == "" && (!c.Approval || c.Resolved) {
+	calls := s.batch()
+	gates := s.gates(calls)
+	for i, c := range calls {
+		if c.Status == "" && (gates[i].skip != nil || !gates[i].wait && (!c.Approval || c.Resolved)) {
 			return true
 		}
 	}
 	return false
+}
+
+// writeGate is what the order of writes allows an unfinished call of the
+// current batch: to wait for an earlier write of the response, or to end
+// skipped because an earlier write did not succeed (skip names it).
+type writeGate struct {
+	wait bool
+	skip *callState
+}
+
+// gates returns the gate of each call of calls (the current batch, in the
+// model's order). In an ordered batch a write may start only once every
+// earlier write of the response succeeded; once one ended otherwise
+// (failed, rejected, outcome_unknown), the later writes end failed,
+// skipped. Reads are never gated, and a call that already started an
+// attempt is not either: it follows the crash rules of its effect.
+func (s *state) gates(calls []*callState) []writeGate {
+	out := make([]writeGate, len(calls))
+	if s.Active == nil || !s.Active.Ordered {
+		return out
+	}
+	var first *callState // the earliest write that has not succeeded
+	for i, c := range calls {
+		if c.Effect == EffectRead {
+			continue
+		}
+		if first != nil && c.Status == "" && c.Attempts == 0 && !c.Running {
+			if first.Status == "" {
+				out[i].wait = true
+			} else {
+				out[i].skip = first
+			}
+		}
+		if first == nil && c.Status != StatusSucceeded {
+			first = c
+		}
+	}
+	return out
+}
+
+// earlierWrite reports whether a write precedes c in the current batch.
+func (s *state) earlierWrite(c *callState) bool {
+	for _, x := range s.batch() {
+		if x == c {
+			return false
+		}
+		if x.Effect != EffectRead {
+			return true
+		}
+	}
+	return false
+}
+
+// skipReason is the error of a write skipped because w did not succeed.
+func skipReason(w *callState) string {
+	return fmt.Sprintf("skipped: an earlier write of this response, %s (call %s), ended %s, so this call did not run", w.Name, w.ID, w.Status)
 }
 
 // nextDeadline is the earliest deadline of the pending approvals (zero
@@ -365,7 +431,7 @@ func (s *state) maybeResume() {
 	for _, c := range calls {
 		s.History = append(s.History, histEntry{Turn: t.Turn, Msg: toWire(functionResponse(&c.ToolRecord))})
 	}
-	t.Batch = nil
+	t.LastBatch, t.Batch = t.Batch, nil
 	t.Phase = phaseModel
 }
 

@@ -2,8 +2,10 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/chorusrt/chorus/llm"
@@ -44,25 +46,63 @@ func (a *sessionActor) runModel(t *turnState) bool {
 	ctx, cancel := context.WithTimeout(a.trace.ctx(a.m.base), o.ModelTimeout)
 	a.model = &flight{attempt: attempt, step: step, cancel: cancel}
 	self, sys, turn := a.self, a.m.sys, t.Turn
+	delta := func(ev llm.Event) {
+		var typ EventType
+		switch ev.Type {
+		case llm.EventText:
+			typ = EventTextDelta
+		case llm.EventReasoning:
+			typ = EventReasoningDelta
+		default:
+			return
+		}
+		a.publish(Event{Type: typ, Turn: turn, Step: step, Attempt: attempt, StepKind: StepRunModel, Text: ev.Text})
+	}
+	var in *StepInput
+	if o.ModelStep != nil {
+		in = &StepInput{Session: a.id, Turn: turn, Step: step, Attempt: attempt, Messages: req.Messages,
+			State: t.State, Delta: delta}
+		for _, id := range t.LastBatch {
+			if c := a.st.call(turn, id); c != nil {
+				r := c.ToolRecord
+				r.Images, r.AttemptErrors = slices.Clone(r.Images), slices.Clone(r.AttemptErrors)
+				in.Results = append(in.Results, r)
+			}
+		}
+	}
 	a.m.work.Add(1)
 	go func() {
 		defer a.m.work.Done()
 		defer cancel()
-		res, err := a.m.streamModel(ctx, req, func(ev llm.Event) {
-			var typ EventType
-			switch ev.Type {
-			case llm.EventText:
-				typ = EventTextDelta
-			case llm.EventReasoning:
-				typ = EventReasoningDelta
-			default:
-				return
+		if in != nil {
+			out, err := a.m.runStep(ctx, in)
+			done := msgModelDone{Turn: turn, Step: step, Attempt: attempt, Err: err}
+			if err == nil {
+				done.Res, done.State, done.Agents = out.Result, out.State, out.Agents
 			}
-			a.publish(Event{Type: typ, Turn: turn, Step: step, Attempt: attempt, StepKind: StepRunModel, Text: ev.Text})
-		})
+			sys.Root.Send(self, done)
+			return
+		}
+		res, err := a.m.streamModel(ctx, req, delta)
 		sys.Root.Send(self, msgModelDone{Turn: turn, Step: step, Attempt: attempt, Res: res, Err: err})
 	}()
 	return true
+}
+
+// runStep runs one attempt of a ModelStep (media stay references); a
+// panic is an error of the attempt.
+func (m *Manager) runStep(ctx context.Context, in *StepInput) (out *StepOutput, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			out, err = nil, fmt.Errorf("the model step panicked: %v", v)
+		}
+	}()
+	in.Media = m.opt.Media
+	out, err = m.opt.ModelStep.RunModel(ctx, *in)
+	if err == nil && (out == nil || out.Result == nil) {
+		err = errors.New("the model step returned no result")
+	}
+	return out, err
 }
 
 // streamModel runs one model call, with media references swapped for
@@ -122,6 +162,10 @@ func (a *sessionActor) onModelDone(msg msgModelDone) {
 		return
 	}
 	o := &a.m.opt
+	if msg.Err != nil && errors.Is(msg.Err, ErrStepFailed) {
+		a.endTurn(t, TurnFailed, msg.Err.Error())
+		return
+	}
 	if msg.Err != nil {
 		a.lastModelErr = msg.Err.Error()
 		a.log.WarnContext(a.trace.ctx(context.Background()), "model call failed", slog.Int("turn", t.Turn), slog.Int("step", msg.Step), slog.Int("attempt", msg.Attempt), slog.String("error", a.lastModelErr))
@@ -160,7 +204,7 @@ func (a *sessionActor) modelOutput(t *turnState, msg msgModelDone) {
 			id = fmt.Sprintf("%s~%d", tc.ID, n)
 		}
 		used[id] = true
-		pc := plannedCall{ID: id, ModelCallID: tc.ID, Name: tc.Name, Arguments: tc.Arguments}
+		pc := plannedCall{ID: id, ModelCallID: tc.ID, Name: tc.Name, Arguments: tc.Arguments, Agent: msg.Agents[tc.ID]}
 		r, ok := a.m.policyFor(tc.Name)
 		if !ok {
 			step++
@@ -182,7 +226,7 @@ func (a *sessionActor) modelOutput(t *turnState, msg msgModelDone) {
 		calls = append(calls, pc)
 	}
 	b := a.newBatch()
-	b.add(recModelOutput, recModelOut{Turn: t.Turn, Step: msg.Step, Attempt: msg.Attempt, Msg: toWire(am), Usage: res.Usage, Calls: calls})
+	b.add(recModelOutput, recModelOut{Turn: t.Turn, Step: msg.Step, Attempt: msg.Attempt, Msg: toWire(am), Usage: res.Usage, Calls: calls, Ordered: len(calls) > 0 && !o.ParallelWrites, State: msg.State})
 	for _, u := range unknown {
 		b.add(recToolFinished, u)
 	}

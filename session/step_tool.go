@@ -19,6 +19,10 @@ func (a *sessionActor) startAttempt(t *turnState, c *callState) bool {
 		return a.appendBatch(b)
 	}
 	attempt := c.Attempts + 1
+	if attempt == 1 && t.Ordered && c.Effect != EffectRead && a.st.earlierWrite(c) {
+		// Between two ordered writes: the earlier ones succeeded.
+		a.m.hookAt("WRITE next " + a.id + " " + c.ID)
+	}
 	key := ""
 	if c.Effect == EffectIdempotentWrite {
 		key = idempotencyKey(a.id, t.Turn, c.ID)
@@ -56,6 +60,25 @@ func (a *sessionActor) startAttempt(t *turnState, c *callState) bool {
 		}
 		sys.Root.Send(self, msgToolDone{Turn: turn, Call: call.ID, Attempt: attempt, Res: res, Images: refs, Err: err})
 	}()
+	return true
+}
+
+// skipCall ends a write that an earlier write of its response (w) made
+// skip: failed, without running.
+func (a *sessionActor) skipCall(t *turnState, c, w *callState) bool {
+	why := skipReason(w)
+	b := a.newBatch()
+	b.add(recToolFinished, recToolEnd{Turn: t.Turn, Call: c.ID, Status: StatusFailed, Error: why, Skipped: true})
+	if !a.appendBatch(b) {
+		return false
+	}
+	if tm := a.timers["expire/"+c.ID]; tm != nil {
+		tm.Stop()
+		delete(a.timers, "expire/"+c.ID)
+	}
+	a.publish(Event{Type: EventToolCallFinished, Turn: t.Turn, Step: c.Step, StepKind: StepCallTool,
+		CallID: c.ID, ToolName: c.Name, Effect: c.Effect, ToolStatus: StatusFailed, Text: why})
+	a.m.hookAt("STEP boundary " + a.id)
 	return true
 }
 

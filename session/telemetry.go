@@ -189,6 +189,11 @@ func (s *sessionTrace) observe(ev Event) {
 		_, ts := s.tel.StartTool(s.turnCtx, ev.ToolName, ev.CallID, kv...)
 		s.tools[ev.CallID] = ts
 	case EventToolCallFinished:
+		if _, ok := s.approvals[ev.CallID]; ok {
+			// Ended while its approval waited (an ordered write skipped).
+			delete(s.approvals, ev.CallID)
+			s.tel.ApprovalsPending(context.Background(), -1)
+		}
 		ts := s.tools[ev.CallID]
 		if ts == nil {
 			if ev.ToolStatus != StatusRejected || s.turn == nil {

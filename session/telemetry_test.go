@@ -61,7 +61,8 @@ func TestSessionTelemetry(t *testing.T) {
 		Model:     sm,
 	})
 	sm.Model = newClient(t, hh.srv.OpenAIBaseURL())
-	hh.srv.Push(llmtest.ToolCalls(call("c1", "refund", `{}`), call("c2", "email", `{}`), call("c3", "lookup", `{}`), call("c4", "tag", `{}`)), llmtest.Text("done"))
+	// The rejected email comes last, so no write after it is skipped.
+	hh.srv.Push(llmtest.ToolCalls(call("c1", "refund", `{}`), call("c3", "lookup", `{}`), call("c4", "tag", `{}`), call("c2", "email", `{}`)), llmtest.Text("done"))
 	hh.send("s", "refund order 7")
 	pend := hh.pending("s", 2)
 	ctx := ctx10(t)

@@ -63,6 +63,9 @@ type PlannedCall struct {
 	Arguments string
 	Effect    Effect
 	Step      int
+	// Agent is the agent that asked for the call (a ModelStep's agent
+	// tree; empty for Chorus's own loop).
+	Agent string
 	// Approval says the call waits for approval; Deadline is its deadline
 	// (zero: none).
 	Approval bool
@@ -110,7 +113,7 @@ func ReadTimeline(ctx context.Context, j store.Journal, id string) ([]TimelineEn
 				for _, c := range p.Calls {
 					calls[fmt.Sprint(p.Turn)+"/"+c.ID] = c
 					e.Calls = append(e.Calls, PlannedCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Effect: c.Effect,
-						Step: c.Step, Approval: c.Approval, Deadline: c.Deadline})
+						Step: c.Step, Agent: c.Agent, Approval: c.Approval, Deadline: c.Deadline})
 				}
 			})
 		case recApprovalResolved:

@@ -182,6 +182,9 @@ type ToolRecord struct {
 	Name        string
 	Arguments   string
 	Effect      Effect
+	// Agent is the agent that asked for the call, when a ModelStep names
+	// one (a framework's agent tree).
+	Agent string
 	// Step is the call's CallTool step number within the turn, and
 	// ApprovalStep its AwaitToolApproval step (zero without approval).
 	Step         int
@@ -200,6 +203,10 @@ type ToolRecord struct {
 	// did not succeed (failed, rejected, outcome_unknown).
 	Result string
 	Error  string
+	// Skipped is true when the call never ran because an earlier write of
+	// the same model response did not succeed (see Options.ParallelWrites):
+	// Status is then failed and Error starts with "skipped: ".
+	Skipped bool
 	// Images are references into the media store.
 	Images []MediaRef
 	// AttemptErrors are the errors of failed attempts, in order.

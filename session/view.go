@@ -131,8 +131,10 @@ func (a *sessionActor) currentStep() StepKind {
 		return StepResumeTurn
 	}
 	pending := false
-	for _, c := range a.st.batch() {
-		if c.Status != "" {
+	calls := a.st.batch()
+	gates := a.st.gates(calls)
+	for i, c := range calls {
+		if c.Status != "" || gates[i].wait && !c.Approval {
 			continue
 		}
 		if c.Running || a.tools[c.ID] != nil || a.retrying[c.ID] || (c.Approval && c.Resolved) || !c.Approval {
