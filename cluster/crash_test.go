@@ -17,7 +17,6 @@ import (
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/llmtest"
 	"github.com/chorusrt/chorus/runtime"
-	"github.com/chorusrt/chorus/session"
 )
 
 // TestClusterSurvivesSIGKILL runs three member processes and this process
@@ -98,55 +97,7 @@ func TestClusterSurvivesSIGKILL(t *testing.T) {
 	children[victim] = nil
 
 	// Every session finishes on a survivor.
-	wantNotes := 0
-	for _, id := range ids {
-		tr, err := ss.Wait(ctx, id)
-		if err != nil {
-			t.Fatalf("wait %s: %v", id, err)
-		}
-		if tr.Status != session.TurnCompleted || tr.Answer != "done" {
-			t.Fatalf("%s: turn ended %+v", id, tr)
-		}
-		snap, err := ss.Snapshot(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		refunded := false
-		for _, r := range snap.Tools {
-			switch r.Effect {
-			case session.EffectNonIdempotentWrite:
-				if r.Attempts > 1 || (r.Status != session.StatusSucceeded && r.Status != session.StatusOutcomeUnknown) {
-					t.Errorf("%s: refund ended %s after %d attempts", id, r.Status, r.Attempts)
-				}
-				refunded = r.Status == session.StatusSucceeded
-			case session.EffectIdempotentWrite:
-				// The note is the response's second write: it runs once
-				// the refund succeeded, and is skipped after an unknown one.
-				if refunded && r.Status != session.StatusSucceeded || !refunded && (!r.Skipped || r.Attempts != 0) {
-					t.Errorf("%s: note ended %s (skipped %v) after %d attempts, the refund succeeded: %v", id, r.Status, r.Skipped, r.Attempts, refunded)
-				}
-				if r.Status == session.StatusSucceeded {
-					wantNotes++
-				}
-			}
-		}
-	}
-	lines := l.lines(t)
-	refunds, notes := 0, 0
-	for line, n := range lines {
-		switch {
-		case strings.HasPrefix(line, "refund "):
-			refunds++
-			if n > 1 {
-				t.Errorf("single-attempt write repeated: %q ran %d times", line, n)
-			}
-		case strings.HasPrefix(line, "note "):
-			notes++
-		}
-	}
-	if notes != wantNotes {
-		t.Errorf("%d sessions' notes in the ledger, want %d (an idempotent write reruns until it succeeds; skipped ones never run)", notes, wantNotes)
-	}
+	refunds, notes := checkSessionHistory(t, ctx, ss, ids, l)
 	t.Logf("ledger: %d refunds (interrupted ones end outcome_unknown), %d notes", refunds, notes)
 
 	// The batch: one answer per custom_id.

@@ -122,3 +122,60 @@ func sessionOptions(t testing.TB, dsn string, l *ledger, pause time.Duration) *s
 		RetryBackoff: 10 * time.Millisecond,
 	}
 }
+
+// checkSessionHistory waits for every session's turn and checks its
+// history against the ledger the tools wrote: each turn completed; the
+// refund (single attempt) ran at most once and ended succeeded or
+// outcome_unknown; the note (the response's second write) ran once the
+// refund succeeded and was skipped, never run, after an unknown one; the
+// ledger holds no single-attempt write twice and one note per succeeded
+// note. It returns the ledger's refunds and notes.
+func checkSessionHistory(t *testing.T, ctx context.Context, ss *Sessions, ids []string, l *ledger) (refunds, notes int) {
+	t.Helper()
+	wantNotes := 0
+	for _, id := range ids {
+		tr, err := ss.Wait(ctx, id)
+		if err != nil {
+			t.Fatalf("wait %s: %v", id, err)
+		}
+		if tr.Status != session.TurnCompleted || tr.Answer != "done" {
+			t.Fatalf("%s: turn ended %+v", id, tr)
+		}
+		snap, err := ss.Snapshot(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		refunded := false
+		for _, r := range snap.Tools {
+			switch r.Effect {
+			case session.EffectNonIdempotentWrite:
+				if r.Attempts > 1 || (r.Status != session.StatusSucceeded && r.Status != session.StatusOutcomeUnknown) {
+					t.Errorf("%s: refund ended %s after %d attempts", id, r.Status, r.Attempts)
+				}
+				refunded = r.Status == session.StatusSucceeded
+			case session.EffectIdempotentWrite:
+				if refunded && r.Status != session.StatusSucceeded || !refunded && (!r.Skipped || r.Attempts != 0) {
+					t.Errorf("%s: note ended %s (skipped %v) after %d attempts, the refund succeeded: %v", id, r.Status, r.Skipped, r.Attempts, refunded)
+				}
+				if r.Status == session.StatusSucceeded {
+					wantNotes++
+				}
+			}
+		}
+	}
+	for line, n := range l.lines(t) {
+		switch {
+		case strings.HasPrefix(line, "refund "):
+			refunds++
+			if n > 1 {
+				t.Errorf("single-attempt write repeated: %q ran %d times", line, n)
+			}
+		case strings.HasPrefix(line, "note "):
+			notes++
+		}
+	}
+	if notes != wantNotes {
+		t.Errorf("%d sessions' notes in the ledger, want %d (an idempotent write reruns until it succeeds; skipped ones never run)", notes, wantNotes)
+	}
+	return refunds, notes
+}
