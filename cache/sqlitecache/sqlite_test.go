@@ -1,0 +1,76 @@
+package sqlitecache_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/chorusrt/chorus/cache"
+	"github.com/chorusrt/chorus/cache/cachetest"
+	"github.com/chorusrt/chorus/cache/sqlitecache"
+	"github.com/chorusrt/chorus/llm"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func open(t *testing.T, lim cache.Limits) cache.Store {
+	s, err := sqlitecache.Open(filepath.Join(t.TempDir(), "cache.db"), lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestConformance(t *testing.T) { cachetest.Run(t, open) }
+
+// TestShared: two stores on one file read each other's entries (the
+// processes of one machine share a cache file).
+func TestShared(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cache.db")
+	a, err := sqlitecache.Open(path, cache.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := sqlitecache.Open(path, cache.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	now := time.Now()
+	if err := a.Put(context.Background(), cache.Entry{Namespace: "n", Key: "k", Value: []byte("v"), Created: now}); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, err := b.Get(context.Background(), "n", "k", now); err != nil || !ok || string(v) != "v" {
+		t.Fatalf("second store's Get = %q, %v, %v", v, ok, err)
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, path string
+		lim        cache.Limits
+		field      string
+	}{
+		{"empty path", "", cache.Limits{}, "path"},
+		{"missing directory", filepath.Join(t.TempDir(), "no", "such", "cache.db"), cache.Limits{}, "path"},
+		{"negative max_entries", filepath.Join(t.TempDir(), "c.db"), cache.Limits{MaxEntries: -1}, "max_entries"},
+		{"negative max_bytes", filepath.Join(t.TempDir(), "c.db"), cache.Limits{MaxBytes: -1}, "max_bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := sqlitecache.Open(tc.path, tc.lim)
+			var ce *llm.ConfigError
+			if !errors.As(err, &ce) || ce.Field != tc.field {
+				if s != nil {
+					s.Close()
+				}
+				t.Fatalf("Open = %v, want a ConfigError naming %s", err, tc.field)
+			}
+		})
+	}
+}
