@@ -39,6 +39,11 @@ type CallReport struct {
 	// Dropped names the request's fields the last placement's format left
 	// out (llm.ResponseMeta.Dropped; support.go).
 	Dropped []string
+	// Cache is "hit" when the answer came from the response cache
+	// (WithCache; Cost is then zero and Priced true), "miss" when the
+	// cache was asked and the provider answered, "" without a cache or in
+	// mode off.
+	Cache string
 }
 
 type reportKey struct{}

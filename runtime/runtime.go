@@ -813,6 +813,14 @@ func (rt *Runtime) Chat(ctx context.Context, req *llm.ChatRequest) (*llm.ChatRes
 	if targets, err = rt.supported(req, targets); err != nil {
 		return nil, err
 	}
+	if rt.opts.cache != nil {
+		return rt.cachedChat(ctx, req, targets) // cache.go
+	}
+	return rt.chat(ctx, req, targets)
+}
+
+// chat is Chat past validation: the call to a provider.
+func (rt *Runtime) chat(ctx context.Context, req *llm.ChatRequest, targets []target) (*llm.ChatResult, error) {
 	if err := rt.enter(); err != nil {
 		return nil, err
 	}
@@ -822,7 +830,7 @@ func (rt *Runtime) Chat(ctx context.Context, req *llm.ChatRequest) (*llm.ChatRes
 	ctx, tr := rt.startTrace(ctx, telemetry.OpChat, req.Model, targets, false)
 	tr.tc.Request(req)
 	var res *llm.ChatResult
-	err = rt.place(ctx, targets, estimateCost(req), tr, tr.wrap(func(ctx context.Context, c *cred, model string) outcome {
+	err := rt.place(ctx, targets, estimateCost(req), tr, tr.wrap(func(ctx context.Context, c *cred, model string) outcome {
 		r := *req
 		r.Model = model
 		dropped := droppedFor(targets, c, model)
@@ -864,6 +872,14 @@ func (rt *Runtime) Stream(ctx context.Context, req *llm.ChatRequest) (*llm.Strea
 	if targets, err = rt.supported(req, targets); err != nil {
 		return nil, err
 	}
+	if rt.opts.cache != nil {
+		return rt.cachedStream(ctx, req, targets) // cache.go
+	}
+	return rt.stream(ctx, req, targets)
+}
+
+// stream is Stream past validation: the call to a provider.
+func (rt *Runtime) stream(ctx context.Context, req *llm.ChatRequest, targets []target) (*llm.Stream, error) {
 	if err := rt.enter(); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,228 @@
+package runtime
+
+import (
+	"context"
+	"strings"
+
+	"github.com/chorusrt/chorus/cache"
+	"github.com/chorusrt/chorus/llm"
+)
+
+// CacheOptions configure the runtime's response cache.
+type CacheOptions struct {
+	// Namespace is the namespace of a call that names none
+	// (WithCacheNamespace); default "".
+	Namespace string
+}
+
+// cacheHook is the runtime's cache and its options.
+type cacheHook struct {
+	c    *cache.Cache
+	opts CacheOptions
+}
+
+// WithCache answers calls from c (package cache): Chat and Stream look
+// the request up under its canonical key (cache.Key of the targets the
+// model resolves to) before asking a provider, identical calls in flight
+// wait for the first, and a complete answer is stored. A hit costs
+// nothing: it returns the stored answer with its usage, CallReport.Cache
+// "hit" and a cost of zero; a Stream replays it as events (deltas, tool
+// calls, usage, finish). The per-call mode and namespace come from the
+// context (WithCacheMode, WithCacheNamespace). The runtime does not close
+// c.
+func WithCache(c *cache.Cache, opts CacheOptions) Option {
+	return func(o *options) {
+		if c == nil {
+			o.err = &llm.ConfigError{Field: "cache", Msg: "is nil"}
+			return
+		}
+		o.cache = &cacheHook{c: c, opts: opts}
+	}
+}
+
+type cacheModeKey struct{}
+type cacheNamespaceKey struct{}
+
+// WithCacheMode returns a context whose calls use the cache in mode m
+// (cache.On, ReadOnly, WriteOnly, Off) rather than the cache's default.
+func WithCacheMode(ctx context.Context, m cache.Mode) context.Context {
+	return context.WithValue(ctx, cacheModeKey{}, m)
+}
+
+// WithCacheNamespace returns a context whose calls read and write the
+// cache's entries of namespace ns.
+func WithCacheNamespace(ctx context.Context, ns string) context.Context {
+	return context.WithValue(ctx, cacheNamespaceKey{}, ns)
+}
+
+// CacheStats returns the counts of the runtime's cache, and false when it
+// has none.
+func (rt *Runtime) CacheStats() (cache.Stats, bool) {
+	if rt.opts.cache == nil {
+		return cache.Stats{}, false
+	}
+	return rt.opts.cache.c.Stats(), true
+}
+
+// lookup returns the cache, the call's mode, namespace and key; c is nil
+// when the call does not use a cache.
+func (h *cacheHook) lookup(ctx context.Context, req *llm.ChatRequest, targets []target) (c *cache.Cache, m cache.Mode, ns, key string) {
+	if h == nil {
+		return nil, "", "", ""
+	}
+	mode, _ := ctx.Value(cacheModeKey{}).(cache.Mode)
+	m = h.c.Mode(mode)
+	if m == cache.Off {
+		return nil, m, "", ""
+	}
+	ns = h.opts.Namespace
+	if v, ok := ctx.Value(cacheNamespaceKey{}).(string); ok {
+		ns = v
+	}
+	names := make([]string, len(targets))
+	for i, t := range targets {
+		names[i] = t.name
+	}
+	return h.c, m, ns, cache.Key(strings.Join(names, ","), req)
+}
+
+// hit marks the call's report as answered from the cache, at no cost.
+func hit(rep *CallReport, targets []target) {
+	if rep == nil {
+		return
+	}
+	rep.Cache = "hit"
+	rep.Model = targets[0].name
+	rep.Provider = targets[0].g.id
+	rep.Cost, rep.Priced = 0, true
+}
+
+func missed(rep *CallReport) {
+	if rep != nil {
+		rep.Cache = "miss"
+	}
+}
+
+// cachedChat is Chat through the cache.
+func (rt *Runtime) cachedChat(ctx context.Context, req *llm.ChatRequest, targets []target) (*llm.ChatResult, error) {
+	c, m, ns, key := rt.opts.cache.lookup(ctx, req, targets)
+	if c == nil {
+		return rt.chat(ctx, req, targets)
+	}
+	if err := rt.enter(); err != nil {
+		return nil, err
+	}
+	rt.calls.Done()
+	res, out, err := c.Do(ctx, m, ns, key, func(ctx context.Context) (*llm.ChatResult, error) {
+		return rt.chat(ctx, req, targets)
+	})
+	rep := reportOf(ctx)
+	if out == cache.Hit {
+		hit(rep, targets)
+	} else {
+		missed(rep)
+	}
+	return res, err
+}
+
+// cachedStream is Stream through the cache: a hit is replayed, a call
+// identical to one in flight waits for it, and a miss streams live from
+// the provider while its answer is kept for the store.
+func (rt *Runtime) cachedStream(ctx context.Context, req *llm.ChatRequest, targets []target) (*llm.Stream, error) {
+	c, m, ns, key := rt.opts.cache.lookup(ctx, req, targets)
+	if c == nil {
+		return rt.stream(ctx, req, targets)
+	}
+	rep := reportOf(ctx)
+	// live streams the provider's answer through w and stores it when the
+	// mode writes; it returns the answer to share, nil when incomplete.
+	live := func(sctx context.Context, w *llm.StreamWriter) *llm.ChatResult {
+		inner, err := rt.stream(sctx, req, targets)
+		if err != nil {
+			w.Finish(nil, err)
+			return nil
+		}
+		res, err := pipe(inner, w)
+		if err != nil {
+			w.Finish(res, err)
+			return nil
+		}
+		if m.Writes() {
+			// Stored before the caller sees the end, so that the next
+			// identical call is a hit.
+			c.Put(context.WithoutCancel(sctx), ns, key, res)
+		}
+		w.Finish(res, nil)
+		return res
+	}
+	if !m.Reads() {
+		missed(rep)
+		return rt.replay(ctx, nil, func(sctx context.Context, w *llm.StreamWriter) { live(sctx, w) })
+	}
+	if res, ok := c.Get(ctx, ns, key); ok {
+		hit(rep, targets)
+		return rt.replay(ctx, res, nil)
+	}
+	f, leader := c.Join(ns, key)
+	if leader {
+		missed(rep)
+		s, err := rt.replay(ctx, nil, func(sctx context.Context, w *llm.StreamWriter) {
+			var res *llm.ChatResult
+			defer func() { f.Land(res) }()
+			res = live(sctx, w)
+		})
+		if err != nil {
+			f.Land(nil)
+		}
+		return s, err
+	}
+	return rt.replay(ctx, nil, func(sctx context.Context, w *llm.StreamWriter) {
+		if res, ok := f.Wait(sctx); ok {
+			hit(rep, targets)
+			if !cache.Replay(res, w.Emit) {
+				w.Finish(nil, sctx.Err())
+				return
+			}
+			w.Finish(res, nil)
+			return
+		}
+		missed(rep)
+		live(sctx, w)
+	})
+}
+
+// replay returns a stream produced by run on a goroutine of its own, or,
+// when run is nil, one that replays res.
+func (rt *Runtime) replay(ctx context.Context, res *llm.ChatResult, run func(context.Context, *llm.StreamWriter)) (*llm.Stream, error) {
+	if err := rt.enter(); err != nil {
+		return nil, err
+	}
+	cctx, done := rt.callCtx(ctx)
+	s, w, sctx := llm.NewStream(cctx, rt.opts.streamBuffer)
+	if run == nil {
+		run = func(sctx context.Context, w *llm.StreamWriter) {
+			if !cache.Replay(res, w.Emit) {
+				w.Finish(nil, sctx.Err())
+				return
+			}
+			w.Finish(res, nil)
+		}
+	}
+	go func() {
+		defer done()
+		run(sctx, w)
+	}()
+	return s, nil
+}
+
+// pipe forwards inner's events to w until inner ends or w's reader goes
+// away (which closes inner), and returns inner's result.
+func pipe(inner *llm.Stream, w *llm.StreamWriter) (*llm.ChatResult, error) {
+	for ev := range inner.Events() {
+		if !w.Emit(ev) {
+			inner.Close()
+			break
+		}
+	}
+	return inner.Result()
+}
