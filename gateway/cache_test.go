@@ -1,0 +1,118 @@
+package gateway_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/chorusrt/chorus/cache"
+	"github.com/chorusrt/chorus/gateway"
+	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/llmtest"
+	"github.com/chorusrt/chorus/runtime"
+)
+
+func cacheOpt(t *testing.T) runtime.Option {
+	t.Helper()
+	s, err := cache.NewMemory(cache.Limits{MaxEntries: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cache.New(s, cache.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return runtime.WithCache(c, runtime.CacheOptions{})
+}
+
+var cacheKeys = gateway.Options{Keys: []gateway.Key{
+	{Name: "a", SHA256: gateway.HashKey("gk-a")},
+	{Name: "b", SHA256: gateway.HashKey("gk-b")},
+}}
+
+// TestCacheHeaders: x-chorus-cache says hit or miss; a hit sends nothing
+// upstream and answers what the provider answered, buffered or streamed;
+// key b never reads key a's entry; the request header picks the mode.
+func TestCacheHeaders(t *testing.T) {
+	fx := newFixture(t, cacheKeys, cacheOpt(t))
+	fx.up.Push(llmtest.Step{Reply: &llmtest.Reply{Text: "cached words", Usage: &llm.Usage{PromptTokens: 9, CompletionTokens: 4}}})
+	body := `{"model":"openai/gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`
+	spaced := "{ \"messages\": [ {\"content\": \"hi\", \"role\": \"user\"} ],\n \"model\": \"openai/gpt-4.1-mini\" }"
+	ask := func(key, b string, hdr ...string) answer {
+		t.Helper()
+		a := fx.do(t, "POST", "/v1/chat/completions", b, append([]string{"Authorization", "Bearer " + key}, hdr...)...)
+		if a.status != 200 {
+			t.Fatalf("status %d: %s", a.status, a.body)
+		}
+		return a
+	}
+	first := ask("gk-a", body)
+	second := ask("gk-a", spaced)
+	if first.header.Get("x-chorus-cache") != "miss" || second.header.Get("x-chorus-cache") != "hit" || fx.up.Count() != 1 {
+		t.Fatalf("x-chorus-cache %q then %q, upstream %d; want miss, hit, 1", first.header.Get("x-chorus-cache"), second.header.Get("x-chorus-cache"), fx.up.Count())
+	}
+	var a, b struct {
+		Choices []struct {
+			Message struct{ Content string }
+		}
+		Usage struct {
+			PromptTokens     int `json:"prompt_tokens"`
+			CompletionTokens int `json:"completion_tokens"`
+		}
+	}
+	decode(t, first.body, &a)
+	decode(t, second.body, &b)
+	if b.Choices[0].Message.Content != "cached words" || b.Usage != a.Usage || b.Usage.CompletionTokens != 4 {
+		t.Fatalf("hit %+v, provider's %+v", b, a)
+	}
+	if c := second.header.Get("x-chorus-cost-usd"); c != "" && c != "0" {
+		t.Fatalf("a hit costs %s", c)
+	}
+	// Streamed, from the buffered entry.
+	st := ask("gk-a", strings.Replace(body, `"messages"`, `"stream":true,"messages"`, 1))
+	if st.header.Get("x-chorus-cache") != "hit" || fx.up.Count() != 1 {
+		t.Fatalf("stream: x-chorus-cache %q, upstream %d", st.header.Get("x-chorus-cache"), fx.up.Count())
+	}
+	var text strings.Builder
+	for _, d := range sseData(st.body) {
+		if d == "[DONE]" {
+			continue
+		}
+		var ch struct {
+			Choices []struct {
+				Delta struct{ Content string }
+			}
+		}
+		decode(t, []byte(d), &ch)
+		for _, c := range ch.Choices {
+			text.WriteString(c.Delta.Content)
+		}
+	}
+	if text.String() != "cached words" {
+		t.Fatalf("streamed hit text %q", text.String())
+	}
+	// Key b has its own namespace.
+	if got := ask("gk-b", body).header.Get("x-chorus-cache"); got != "miss" || fx.up.Count() != 2 {
+		t.Fatalf("key b: %q, upstream %d; want a miss", got, fx.up.Count())
+	}
+	// The request header picks the mode.
+	if got := ask("gk-a", body, "x-chorus-cache", "off").header.Get("x-chorus-cache"); got != "" || fx.up.Count() != 3 {
+		t.Fatalf("off: %q, upstream %d", got, fx.up.Count())
+	}
+	bad := fx.do(t, "POST", "/v1/chat/completions", body, "Authorization", "Bearer gk-a", "x-chorus-cache", "sometimes")
+	if bad.status != 400 || !strings.Contains(string(bad.body), "x-chorus-cache") || fx.up.Count() != 3 {
+		t.Fatalf("bad mode: %d %s", bad.status, bad.body)
+	}
+}
+
+// TestCacheShareAcrossKeys: one namespace for every key.
+func TestCacheShareAcrossKeys(t *testing.T) {
+	opts := cacheKeys
+	opts.CacheShareAcrossKeys = true
+	fx := newFixture(t, opts, cacheOpt(t))
+	body := `{"model":"openai/gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`
+	fx.do(t, "POST", "/v1/chat/completions", body, "Authorization", "Bearer gk-a")
+	if got := fx.do(t, "POST", "/v1/chat/completions", body, "Authorization", "Bearer gk-b").header.Get("x-chorus-cache"); got != "hit" || fx.up.Count() != 1 {
+		t.Fatalf("key b after key a, shared: %q, upstream %d", got, fx.up.Count())
+	}
+}
