@@ -13,6 +13,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/chorusrt/chorus/cache"
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/pipeline"
 	"github.com/chorusrt/chorus/telemetry"
@@ -634,15 +635,22 @@ func (r *run) do(ctx context.Context, it *item) (res *result) {
 	}
 	switch it.kind {
 	case kindChat:
-		out, err := r.j.Runner.Chat(ctx, it.chat)
+		var cr cache.Report // a Runner with a response cache says whether it answered
+		out, err := r.j.Runner.Chat(cache.WithReport(ctx, &cr), it.chat)
 		if err != nil {
 			return failure(ctx, res, err)
 		}
 		res.usage = out.Usage
 		res.cost = r.j.Prices.costOf(servedModel(out.Meta, out.Model, it.model), out.Usage, false)
+		if cr.Outcome == cache.Hit && res.cost != nil {
+			res.cost = &Cost{} // a cached answer costs nothing
+		}
 		body := completionBody(out, it.model, time.Now())
 		body.Usage.Cost = res.cost.usd()
 		line = successLine(it.customID, out.Meta.RequestID, body)
+		if cr.Outcome == cache.Hit {
+			line.Cache = "hit"
+		}
 	case kindEmbed:
 		out, err := r.j.Runner.Embed(ctx, it.embed)
 		if err != nil {

@@ -420,3 +420,25 @@ func Replay(res *llm.ChatResult, emit func(llm.Event) bool) bool {
 	}
 	return emit(llm.Event{Type: llm.EventFinish, Finish: res.FinishReason})
 }
+
+// Report is how the cache answered one call, for a caller that reaches
+// the cache through layers it does not import (a batch job over a
+// Runner): pass one with WithReport; the runtime sets Outcome before the
+// call returns (before a stream's first event).
+type Report struct {
+	Outcome Outcome
+}
+
+type reportKey struct{}
+
+// WithReport returns a context whose call's cache outcome is written to
+// r.
+func WithReport(ctx context.Context, r *Report) context.Context {
+	return context.WithValue(ctx, reportKey{}, r)
+}
+
+// ReportOf returns the report passed with WithReport, or nil.
+func ReportOf(ctx context.Context) *Report {
+	r, _ := ctx.Value(reportKey{}).(*Report)
+	return r
+}

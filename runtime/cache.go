@@ -86,8 +86,11 @@ func (h *cacheHook) lookup(ctx context.Context, req *llm.ChatRequest, targets []
 	return h.c, m, ns, cache.Key(strings.Join(names, ","), req)
 }
 
-// hit marks the call's report as answered from the cache, at no cost.
-func hit(rep *CallReport, targets []target) {
+// hit marks the call's reports as answered from the cache, at no cost.
+func hit(ctx context.Context, rep *CallReport, targets []target) {
+	if cr := cache.ReportOf(ctx); cr != nil {
+		cr.Outcome = cache.Hit
+	}
 	if rep == nil {
 		return
 	}
@@ -97,7 +100,10 @@ func hit(rep *CallReport, targets []target) {
 	rep.Cost, rep.Priced = 0, true
 }
 
-func missed(rep *CallReport) {
+func missed(ctx context.Context, rep *CallReport) {
+	if cr := cache.ReportOf(ctx); cr != nil {
+		cr.Outcome = cache.Miss
+	}
 	if rep != nil {
 		rep.Cache = "miss"
 	}
@@ -118,9 +124,9 @@ func (rt *Runtime) cachedChat(ctx context.Context, req *llm.ChatRequest, targets
 	})
 	rep := reportOf(ctx)
 	if out == cache.Hit {
-		hit(rep, targets)
+		hit(ctx, rep, targets)
 	} else {
-		missed(rep)
+		missed(ctx, rep)
 	}
 	return res, err
 }
@@ -156,16 +162,16 @@ func (rt *Runtime) cachedStream(ctx context.Context, req *llm.ChatRequest, targe
 		return res
 	}
 	if !m.Reads() {
-		missed(rep)
+		missed(ctx, rep)
 		return rt.replay(ctx, nil, func(sctx context.Context, w *llm.StreamWriter) { live(sctx, w) })
 	}
 	if res, ok := c.Get(ctx, ns, key); ok {
-		hit(rep, targets)
+		hit(ctx, rep, targets)
 		return rt.replay(ctx, res, nil)
 	}
 	f, leader := c.Join(ns, key)
 	if leader {
-		missed(rep)
+		missed(ctx, rep)
 		s, err := rt.replay(ctx, nil, func(sctx context.Context, w *llm.StreamWriter) {
 			var res *llm.ChatResult
 			defer func() { f.Land(res) }()
@@ -178,7 +184,7 @@ func (rt *Runtime) cachedStream(ctx context.Context, req *llm.ChatRequest, targe
 	}
 	return rt.replay(ctx, nil, func(sctx context.Context, w *llm.StreamWriter) {
 		if res, ok := f.Wait(sctx); ok {
-			hit(rep, targets)
+			hit(ctx, rep, targets)
 			if !cache.Replay(res, w.Emit) {
 				w.Finish(nil, sctx.Err())
 				return
@@ -186,7 +192,7 @@ func (rt *Runtime) cachedStream(ctx context.Context, req *llm.ChatRequest, targe
 			w.Finish(res, nil)
 			return
 		}
-		missed(rep)
+		missed(ctx, rep)
 		live(sctx, w)
 	})
 }
