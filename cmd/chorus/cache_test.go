@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCacheConfigErrors: a cache configuration that cannot hold fails at
+// start, naming the field.
+func TestCacheConfigErrors(t *testing.T) {
+	for _, c := range []struct{ yaml, want string }{
+		{"cache:\n  store: redis\n", `chorus.yaml:2: cache.store: unknown store "redis" (known: memory, sqlite, postgres)`},
+		{"cache:\n  ttl: -1h\n", `chorus.yaml:2: cache.ttl: want a non-negative duration like 24h, got "-1h"`},
+		{"cache:\n  ttl: soon\n", `chorus.yaml:2: cache.ttl: want a non-negative duration`},
+		{"cache:\n  max_entries: -3\n", `chorus.yaml:2: cache.max_entries: want a non-negative integer, got "-3"`},
+		{"cache:\n  max_bytes: lots\n", `chorus.yaml:2: cache.max_bytes: want a non-negative integer`},
+		{"cache:\n  mode: sometimes\n", `chorus.yaml:2: llm: invalid cache.mode: unknown cache mode "sometimes"`},
+		{"cache:\n  share_across_keys: maybe\n", `chorus.yaml:2: cache.share_across_keys: want true or false`},
+		{"cache:\n  store: sqlite\n", "chorus.yaml:2: cache.path: store sqlite needs the database file's path"},
+		{"cache:\n  store: postgres\n", "chorus.yaml:2: cache.dsn: store postgres needs a DSN"},
+		{"cache:\n  store: memory\n  path: x.db\n", "chorus.yaml:3: cache.path: only store sqlite has a path"},
+		{"cache:\n  size: 5\n", `chorus.yaml:2: cache.size: unknown key`},
+	} {
+		_, err := parseConfig("chorus.yaml", []byte(c.yaml))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: err %v, want %q", c.yaml, err, c.want)
+		}
+	}
+	cfg, err := parseConfig("chorus.yaml", []byte("cache:\n  store: sqlite\n  path: c.db\n  ttl: 24h\n  max_entries: 10\n  max_bytes: 1000\n  mode: read_only\n  share_across_keys: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cfg.cache; !c.set || c.store != "sqlite" || c.path != "c.db" || c.ttl.Hours() != 24 || c.lim.MaxEntries != 10 || c.lim.MaxBytes != 1000 || c.mode != "read_only" || !c.share {
+		t.Fatalf("parsed %+v", c)
+	}
+}
+
+// TestCacheOpenFails: a store that cannot open fails the command at start.
+func TestCacheOpenFails(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "chorus.yaml")
+	os.WriteFile(conf, []byte("cache:\n  store: sqlite\n  path: "+filepath.Join(dir, "missing", "c.db")+"\n"), 0o644)
+	in := writeInput(t, chatLine("a", "sim/echo", "hi"))
+	code, _, stderr := runCLI(t, context.Background(), nil, "batch", "--config", conf, "-i", in, "-o", filepath.Join(dir, "out.jsonl"))
+	if code == 0 || !strings.Contains(stderr, "path") {
+		t.Fatalf("exit %d, stderr %s; want a failure naming path", code, stderr)
+	}
+}
+
+// TestBatchCachedRerun: chorus batch twice on one chorus.yaml SQLite
+// cache: every line of the second run is a hit.
+func TestBatchCachedRerun(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "chorus.yaml")
+	if err := os.WriteFile(conf, []byte("cache:\n  store: sqlite\n  path: "+filepath.Join(dir, "cache.db")+"\n  ttl: 1h\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for i := range 20 {
+		lines = append(lines, chatLine("l"+string(rune('a'+i)), "sim/echo", "prompt "+string(rune('a'+i))))
+	}
+	in := writeInput(t, lines...)
+	for run, want := range []string{"", "hit"} {
+		out := filepath.Join(dir, "out"+string(rune('0'+run))+".jsonl")
+		code, _, stderr := runCLI(t, context.Background(), nil, "batch", "--config", conf, "-i", in, "-o", out)
+		if code != 0 {
+			t.Fatalf("run %d: exit %d: %s", run, code, stderr)
+		}
+		data, _ := os.ReadFile(out)
+		got := strings.Count(string(data), `"cache":"hit"`)
+		if want == "" && got != 0 || want == "hit" && got != 20 {
+			t.Fatalf("run %d: %d hits in\n%s", run, got, data)
+		}
+	}
+}
