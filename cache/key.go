@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/chorusrt/chorus/llm"
 )
@@ -65,6 +66,35 @@ func Canonical(target string, req *llm.ChatRequest) []byte {
 	return b.Bytes()
 }
 
+// fieldPlan is one keyed field of a struct type: its index and its name
+// as a JSON string.
+type fieldPlan struct {
+	index  int
+	quoted string
+}
+
+var plans sync.Map // reflect.Type -> []fieldPlan
+
+// planOf returns the keyed fields of struct type t, in declaration order.
+func planOf(t reflect.Type) []fieldPlan {
+	if p, ok := plans.Load(t); ok {
+		return p.([]fieldPlan)
+	}
+	var p []fieldPlan
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		if _, ok := excluded[t.Name()+"."+f.Name]; ok {
+			continue
+		}
+		p = append(p, fieldPlan{index: i, quoted: strconv.Quote(f.Name)})
+	}
+	plans.Store(t, p)
+	return p
+}
+
 // encodeValue writes v's canonical JSON.
 func encodeValue(b *bytes.Buffer, v reflect.Value) {
 	t := v.Type()
@@ -86,39 +116,33 @@ func encodeValue(b *bytes.Buffer, v reflect.Value) {
 	case reflect.Struct:
 		b.WriteByte('{')
 		first := true
-		for i := range t.NumField() {
-			f := t.Field(i)
-			if !f.IsExported() {
-				continue
-			}
-			if _, ok := excluded[t.Name()+"."+f.Name]; ok {
-				continue
-			}
-			fv := v.Field(i)
+		for _, f := range planOf(t) {
+			fv := v.Field(f.index)
 			if isEmpty(fv) {
 				continue
 			}
 			if fv.Kind() == reflect.Pointer && fv.Elem().Kind() == reflect.Struct {
 				// A struct pointer with nothing keyed set is an unset one.
-				var sub bytes.Buffer
-				encodeValue(&sub, fv.Elem())
-				if sub.String() == "{}" {
-					continue
-				}
+				mark := b.Len()
 				if !first {
 					b.WriteByte(',')
 				}
-				first = false
-				b.WriteString(strconv.Quote(f.Name))
+				b.WriteString(f.quoted)
 				b.WriteByte(':')
-				b.Write(sub.Bytes())
+				body := b.Len()
+				encodeValue(b, fv.Elem())
+				if b.Len()-body == 2 { // "{}"
+					b.Truncate(mark)
+					continue
+				}
+				first = false
 				continue
 			}
 			if !first {
 				b.WriteByte(',')
 			}
 			first = false
-			b.WriteString(strconv.Quote(f.Name))
+			b.WriteString(f.quoted)
 			b.WriteByte(':')
 			encodeValue(b, fv)
 		}
@@ -160,7 +184,7 @@ func encodeValue(b *bytes.Buffer, v reflect.Value) {
 		}
 		b.WriteByte('}')
 	case reflect.String:
-		b.WriteString(strconv.Quote(v.String()))
+		writeQuoted(b, v.String())
 	case reflect.Bool:
 		b.WriteString(strconv.FormatBool(v.Bool()))
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
@@ -273,4 +297,10 @@ func encodeJSON(b *bytes.Buffer, v any) {
 		}
 		b.WriteByte('}')
 	}
+}
+
+// writeQuoted writes s as a Go-quoted string without allocating.
+func writeQuoted(b *bytes.Buffer, s string) {
+	var tmp [128]byte
+	b.Write(strconv.AppendQuote(tmp[:0], s))
 }
