@@ -326,7 +326,7 @@ func (c *Cache) Do(ctx context.Context, m Mode, namespace, key string, fetch fun
 			}
 			res, err := fetch(ctx)
 			if err == nil && m.Writes() {
-				c.Put(ctx, namespace, key, res)
+				c.Put(context.WithoutCancel(ctx), namespace, key, res)
 			}
 			return res, Miss, err
 		}
@@ -338,13 +338,13 @@ func (c *Cache) Do(ctx context.Context, m Mode, namespace, key string, fetch fun
 		}
 		res = r
 		if m.Writes() {
-			c.Put(ctx, namespace, key, res)
+			c.Put(context.WithoutCancel(ctx), namespace, key, res)
 		}
 		return res, Miss, nil
 	}
 	res, err := fetch(ctx)
 	if err == nil {
-		c.Put(ctx, namespace, key, res)
+		c.Put(context.WithoutCancel(ctx), namespace, key, res)
 	}
 	return res, Miss, err
 }
@@ -391,10 +391,26 @@ func Clone(res *llm.ChatResult) *llm.ChatResult {
 }
 
 // Replay emits res as a stream's events, in the order a provider streams
-// them: reasoning, text, refusal, each tool call (start, then its
-// arguments), logprobs, usage, finish. It stops when emit returns false.
+// them: reasoning (each signed thinking block's text, then its signature),
+// text, refusal, each tool call (start, then its arguments), logprobs,
+// usage, finish. It stops when emit returns false. What no event carries
+// (redacted thinking, images) is in the result the stream ends with.
 func Replay(res *llm.ChatResult, emit func(llm.Event) bool) bool {
-	if res.Reasoning != "" && !emit(llm.Event{Type: llm.EventReasoning, Text: res.Reasoning}) {
+	if len(res.ThinkingBlocks) > 0 {
+		// Each signed block as a stream sends it: its text, then its
+		// signature on an empty reasoning event.
+		for _, tb := range res.ThinkingBlocks {
+			if tb.Redacted {
+				continue // no event carries one: the Result has it
+			}
+			if tb.Text != "" && !emit(llm.Event{Type: llm.EventReasoning, Text: tb.Text}) {
+				return false
+			}
+			if tb.Signature != "" && !emit(llm.Event{Type: llm.EventReasoning, Signature: tb.Signature}) {
+				return false
+			}
+		}
+	} else if res.Reasoning != "" && !emit(llm.Event{Type: llm.EventReasoning, Text: res.Reasoning}) {
 		return false
 	}
 	if res.Content != "" && !emit(llm.Event{Type: llm.EventText, Text: res.Content}) {

@@ -327,3 +327,19 @@ func TestReplay(t *testing.T) {
 		t.Fatalf("events %+v", evs)
 	}
 }
+
+// TestReplayThinking: signed thinking blocks replay with their signatures.
+func TestReplayThinking(t *testing.T) {
+	res := &llm.ChatResult{Content: "done", FinishReason: llm.FinishStop, Usage: llm.Usage{CompletionTokens: 1},
+		ThinkingBlocks: []llm.ThinkingBlock{{Format: "anthropic", Text: "first", Signature: "sig-A"}, {Format: "anthropic", Redacted: true, Data: "x"}, {Format: "anthropic", Text: "second", Signature: "sig-B"}}}
+	var got []string
+	cache.Replay(res, func(e llm.Event) bool {
+		if e.Type == llm.EventReasoning {
+			got = append(got, e.Text+"|"+e.Signature)
+		}
+		return true
+	})
+	if want := "first| |sig-A second| |sig-B"; strings.Join(got, " ") != want {
+		t.Fatalf("reasoning events %q, want %q", strings.Join(got, " "), want)
+	}
+}

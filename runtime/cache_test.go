@@ -263,3 +263,36 @@ func TestCacheStoreDown(t *testing.T) {
 		t.Fatalf("upstream %d, stats %+v; want 4 calls, 8 errors", srv.Count(), st)
 	}
 }
+
+// TestCacheStreamThinking: a cached Anthropic answer replays each thinking
+// block with its signature (invariant 7 holds for hits too).
+func TestCacheStreamThinking(t *testing.T) {
+	srv := llmtest.NewServer(llmtest.WithDefault(llmtest.Reply{Text: "done",
+		Thinking: []llm.ThinkingBlock{{Text: "first thought", Signature: "sig-A"}, {Text: "second thought", Signature: "sig-B"}}}))
+	defer srv.Close()
+	rt := newRT(t, WithProvider(anthropicCfg(srv)), WithCache(newCache(t), CacheOptions{}))
+	var results []*llm.ChatResult
+	var sigs [2][]string
+	for i := range 2 {
+		s, err := rt.Stream(ctxT(t, 5*time.Second), req("anthropic/claude-test"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, evs := collect(t, s)
+		for _, e := range evs {
+			if e.Type == llm.EventReasoning && e.Signature != "" {
+				sigs[i] = append(sigs[i], e.Signature)
+			}
+		}
+		results = append(results, res)
+	}
+	if srv.Count() != 1 {
+		t.Fatalf("upstream %d, want 1", srv.Count())
+	}
+	if !reflect.DeepEqual(results[0].ThinkingBlocks, results[1].ThinkingBlocks) || len(results[1].ThinkingBlocks) != 2 {
+		t.Fatalf("thinking blocks: live %+v, cached %+v", results[0].ThinkingBlocks, results[1].ThinkingBlocks)
+	}
+	if !reflect.DeepEqual(sigs[0], sigs[1]) || len(sigs[1]) != 2 {
+		t.Fatalf("signature events: live %v, cached %v", sigs[0], sigs[1])
+	}
+}
