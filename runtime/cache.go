@@ -4,9 +4,24 @@ import (
 	"context"
 	"strings"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/chorusrt/chorus/cache"
 	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/telemetry"
 )
+
+// attrCache marks the span of a call answered from the cache.
+const attrCache = attribute.Key("chorus.cache")
+
+// traceHit records a hit as an inference span of its own, marked
+// chorus.cache=hit, with no token usage: the provider served none (the
+// stored usage is in the answer and the CallReport).
+func (rt *Runtime) traceHit(ctx context.Context, req *llm.ChatRequest, targets []target, stream bool, res *llm.ChatResult) {
+	_, tr := rt.startTrace(ctx, telemetry.OpChat, req.Model, targets, stream)
+	tr.tc.Span().SetAttributes(attrCache.String("hit"))
+	tr.tc.End(res, res.Meta, llm.Usage{}, nil)
+}
 
 // CacheOptions configure the runtime's response cache.
 type CacheOptions struct {
@@ -125,6 +140,7 @@ func (rt *Runtime) cachedChat(ctx context.Context, req *llm.ChatRequest, targets
 	rep := reportOf(ctx)
 	if out == cache.Hit {
 		hit(ctx, rep, targets)
+		rt.traceHit(ctx, req, targets, false, res)
 	} else {
 		missed(ctx, rep)
 	}
@@ -167,6 +183,7 @@ func (rt *Runtime) cachedStream(ctx context.Context, req *llm.ChatRequest, targe
 	}
 	if res, ok := c.Get(ctx, ns, key); ok {
 		hit(ctx, rep, targets)
+		rt.traceHit(ctx, req, targets, true, res)
 		return rt.replay(ctx, res, nil)
 	}
 	f, leader := c.Join(ns, key)
@@ -185,6 +202,7 @@ func (rt *Runtime) cachedStream(ctx context.Context, req *llm.ChatRequest, targe
 	return rt.replay(ctx, nil, func(sctx context.Context, w *llm.StreamWriter) {
 		if res, ok := f.Wait(sctx); ok {
 			hit(ctx, rep, targets)
+			rt.traceHit(ctx, req, targets, true, res)
 			if !cache.Replay(res, w.Emit) {
 				w.Finish(nil, sctx.Err())
 				return

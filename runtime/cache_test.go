@@ -296,3 +296,32 @@ func TestCacheStreamThinking(t *testing.T) {
 		t.Fatalf("signature events: live %v, cached %v", sigs[0], sigs[1])
 	}
 }
+
+// TestCacheHitSpan: a hit is an inference span of its own marked
+// chorus.cache=hit; the miss before it is the provider call's span.
+func TestCacheHitSpan(t *testing.T) {
+	srv := llmtest.NewServer(llmtest.WithDefault(toolReply))
+	defer srv.Close()
+	rig := newTelRig(t)
+	rt := newRT(t, WithProvider(openaiCfg(srv, key)), WithCache(newCache(t), CacheOptions{}), WithTelemetry(rig.tel))
+	for range 2 {
+		if _, err := rt.Chat(ctxT(t, 5*time.Second), req("openai/gpt-test")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := rt.Stream(ctxT(t, 5*time.Second), req("openai/gpt-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	collect(t, s)
+	var marks []string
+	for _, sp := range rig.ended() {
+		if sp.Name() != "chat gpt-test" {
+			continue
+		}
+		marks = append(marks, attrs(sp)["chorus.cache"].Emit())
+	}
+	if want := []string{"", "hit", "hit"}; !reflect.DeepEqual(marks, want) {
+		t.Fatalf("chat spans' chorus.cache = %q, want %q", marks, want)
+	}
+}
