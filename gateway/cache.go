@@ -26,11 +26,16 @@ func (h *Handler) cacheContext(ctx context.Context, r *http.Request, ks *keyStat
 		}
 		ctx = runtime.WithCacheMode(ctx, m)
 	}
-	ns := "shared"
+	return runtime.WithCacheNamespace(ctx, h.cacheNamespace(ks)), nil
+}
+
+// cacheNamespace is the cache namespace of a key's calls, its batches'
+// lines included.
+func (h *Handler) cacheNamespace(ks *keyState) string {
 	if ks != nil && !h.opts.CacheShareAcrossKeys {
-		ns = "key:" + ks.key.Name
+		return "key:" + ks.key.Name
 	}
-	return runtime.WithCacheNamespace(ctx, ns), nil
+	return "shared"
 }
 
 // cacheHeader says whether the answer came from the cache.

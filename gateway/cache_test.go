@@ -116,3 +116,36 @@ func TestCacheShareAcrossKeys(t *testing.T) {
 		t.Fatalf("key b after key a, shared: %q, upstream %d", got, fx.up.Count())
 	}
 }
+
+// TestCacheBatchNamespace: a gateway batch's lines cache in their key's
+// namespace: the key's own chat call is then a hit, another key's a miss,
+// and the batch's output line of a hit says so.
+func TestCacheBatchNamespace(t *testing.T) {
+	f := newFixture(t, batchKeys(), cacheOpt(t))
+	input := `{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"openai/gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}}` + "\n"
+	run := func() []map[string]any {
+		t.Helper()
+		var file struct{ ID string }
+		decode(t, f.upload(t, "gk-batcher", "batch", "in.jsonl", []byte(input)).body, &file)
+		var created batchObj
+		decode(t, f.do(t, "POST", "/v1/batches", `{"input_file_id":"`+file.ID+`","endpoint":"/v1/chat/completions","completion_window":"24h"}`, "Authorization", "Bearer gk-batcher").body, &created)
+		b := f.waitBatch(t, "gk-batcher", created.ID)
+		if b.Status != "completed" || b.OutputFileID == nil {
+			t.Fatalf("batch %+v", b)
+		}
+		return lines(f.do(t, "GET", "/v1/files/"+*b.OutputFileID+"/content", "", "Authorization", "Bearer gk-batcher").body)
+	}
+	if l := run(); len(l) != 1 || l[0]["cache"] != nil {
+		t.Fatalf("first run: %v", l)
+	}
+	if l := run(); len(l) != 1 || l[0]["cache"] != "hit" || f.up.Count() != 1 {
+		t.Fatalf("second run: %v, upstream %d", l, f.up.Count())
+	}
+	body := `{"model":"openai/gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`
+	if got := f.do(t, "POST", "/v1/chat/completions", body, "Authorization", "Bearer gk-batcher").header.Get("x-chorus-cache"); got != "hit" {
+		t.Fatalf("the batch key's chat: %q, want hit", got)
+	}
+	if got := f.do(t, "POST", "/v1/chat/completions", body, "Authorization", "Bearer gk-other").header.Get("x-chorus-cache"); got != "miss" {
+		t.Fatalf("another key's chat: %q, want miss", got)
+	}
+}
