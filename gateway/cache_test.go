@@ -149,3 +149,24 @@ func TestCacheBatchNamespace(t *testing.T) {
 		t.Fatalf("another key's chat: %q, want miss", got)
 	}
 }
+
+// TestCacheFanOutNamespace: a fan-out's calls cache in the key's
+// namespace too.
+func TestCacheFanOutNamespace(t *testing.T) {
+	opts := cacheKeys
+	opts.FanOut = map[string][]string{"both": {"openai/gpt-4.1-mini", "anthropic/claude-haiku-4-5"}}
+	fx := newFixture(t, opts, cacheOpt(t))
+	fan := `{"model":"both","messages":[{"role":"user","content":"hi"}]}`
+	for _, key := range []string{"gk-a", "gk-a", "gk-b"} {
+		if a := fx.do(t, "POST", "/v1/chat/completions", fan, "Authorization", "Bearer "+key); a.status != 200 {
+			t.Fatalf("fan-out: %d %s", a.status, a.body)
+		}
+	}
+	if fx.up.Count() != 4 {
+		t.Fatalf("upstream requests = %d, want 4 (key a twice: 2, key b: 2 more)", fx.up.Count())
+	}
+	one := `{"model":"openai/gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`
+	if got := fx.do(t, "POST", "/v1/chat/completions", one, "Authorization", "Bearer gk-b").header.Get("x-chorus-cache"); got != "hit" {
+		t.Fatalf("key b's single call after its fan-out: %q, want hit", got)
+	}
+}
