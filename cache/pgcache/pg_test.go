@@ -82,3 +82,30 @@ func TestOpenErrors(t *testing.T) {
 		t.Fatalf("Open(negative max_entries) = %v, want a ConfigError naming max_entries", err)
 	}
 }
+
+// TestFailingAtRunTime: a PostgreSQL store that fails under a cache (its
+// table dropped by someone else) makes calls go to the provider, counted,
+// never failed.
+func TestFailingAtRunTime(t *testing.T) {
+	dsn := pgtest.SchemaDSN(t)
+	s, err := pgcache.Open(t.Context(), dsn, cache.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, _ := cache.New(s, cache.Options{})
+	pgtest.Exec(t, dsn, `DROP TABLE chorus_cache`)
+	fetched := 0
+	for range 2 {
+		res, out, err := c.Do(context.Background(), cache.On, "n", "k", func(context.Context) (*llm.ChatResult, error) {
+			fetched++
+			return &llm.ChatResult{Content: "x", FinishReason: llm.FinishStop, Usage: llm.Usage{CompletionTokens: 1}}, nil
+		})
+		if err != nil || out != cache.Miss || res.Content != "x" {
+			t.Fatalf("Do = %v, %v, %+v", out, err, res)
+		}
+	}
+	if st := c.Stats(); fetched != 2 || st.Errors != 4 {
+		t.Fatalf("fetched %d, stats %+v; want 2 fetches, 4 errors", fetched, st)
+	}
+}

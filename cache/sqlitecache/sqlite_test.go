@@ -2,6 +2,7 @@ package sqlitecache_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -72,5 +73,38 @@ func TestOpenErrors(t *testing.T) {
 				t.Fatalf("Open = %v, want a ConfigError naming %s", err, tc.field)
 			}
 		})
+	}
+}
+
+// TestFailingAtRunTime: a SQLite store that fails under a cache (its
+// table gone) makes calls go to the provider, counted, never failed.
+func TestFailingAtRunTime(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cache.db")
+	s, err := sqlitecache.Open(path, cache.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, _ := cache.New(s, cache.Options{})
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`DROP TABLE chorus_cache`); err != nil {
+		t.Fatal(err)
+	}
+	fetched := 0
+	for range 2 {
+		res, out, err := c.Do(context.Background(), cache.On, "n", "k", func(context.Context) (*llm.ChatResult, error) {
+			fetched++
+			return &llm.ChatResult{Content: "x", FinishReason: llm.FinishStop, Usage: llm.Usage{CompletionTokens: 1}}, nil
+		})
+		if err != nil || out != cache.Miss || res.Content != "x" {
+			t.Fatalf("Do = %v, %v, %+v", out, err, res)
+		}
+	}
+	if st := c.Stats(); fetched != 2 || st.Errors != 4 {
+		t.Fatalf("fetched %d, stats %+v; want 2 fetches, 4 errors", fetched, st)
 	}
 }
