@@ -245,7 +245,10 @@ type Flight struct {
 	c    *Cache
 	id   string
 	done chan struct{}
-	res  *llm.ChatResult
+	val  []byte // the leader's answer, encoded when it landed; nil: none to share
+	// waiters counts the followers (guarded by c.mu): with none, Land
+	// encodes nothing.
+	waiters int
 }
 
 // Join returns the flight of (namespace, key), and whether the caller
@@ -256,6 +259,7 @@ func (c *Cache) Join(namespace, key string) (f *Flight, leader bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if f := c.flights[id]; f != nil {
+		f.waiters++
 		return f, false
 	}
 	f = &Flight{c: c, id: id, done: make(chan struct{})}
@@ -265,15 +269,19 @@ func (c *Cache) Join(namespace, key string) (f *Flight, leader bool) {
 
 // Land ends the leader's flight with its answer (nil when the call
 // failed or its answer is not Storable): the followers get a storable
-// answer, and fetch on their own otherwise.
+// answer, and fetch on their own otherwise. Call it before handing res to
+// anyone who may change it.
 func (f *Flight) Land(res *llm.ChatResult) {
 	f.c.mu.Lock()
 	if f.c.flights[f.id] == f {
 		delete(f.c.flights, f.id)
 	}
+	waiters := f.waiters
 	f.c.mu.Unlock()
-	if f.c.Storable(res) {
-		f.res = res
+	if waiters > 0 && f.c.Storable(res) {
+		// Encoded now, before the leader's caller holds res: the followers
+		// decode copies of their own while it may change its answer.
+		f.val, _ = encode(res)
 	}
 	close(f.done)
 }
@@ -286,11 +294,15 @@ func (f *Flight) Wait(ctx context.Context) (*llm.ChatResult, bool) {
 	case <-ctx.Done():
 		return nil, false
 	}
-	if f.res == nil {
+	if f.val == nil {
+		return nil, false
+	}
+	res, err := decode(f.val)
+	if err != nil {
 		return nil, false
 	}
 	f.c.coalesced.Add(1)
-	return Clone(f.res), true
+	return res, true
 }
 
 // Outcome says how Do answered.

@@ -343,3 +343,38 @@ func TestReplayThinking(t *testing.T) {
 		t.Fatalf("reasoning events %q, want %q", strings.Join(got, " "), want)
 	}
 }
+
+// TestCoalescingCopies: the leader's caller may change its answer at once;
+// the followers' copies do not change with it (go test -race checks the
+// copies are taken before).
+func TestCoalescingCopies(t *testing.T) {
+	c := newCache(t, openMemory(t, cache.Limits{}), cache.Options{})
+	leaderIn, release := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		res, _, _ := c.Do(context.Background(), cache.On, "n", "k", func(context.Context) (*llm.ChatResult, error) {
+			close(leaderIn)
+			<-release
+			return answer("one"), nil
+		})
+		res.Content = "changed by the leader's caller"
+	})
+	<-leaderIn
+	got := make([]string, 10)
+	for i := range got {
+		wg.Go(func() {
+			res, _, _ := c.Do(context.Background(), cache.On, "n", "k", func(context.Context) (*llm.ChatResult, error) {
+				return answer("fetched again"), nil
+			})
+			got[i] = res.Content
+		})
+	}
+	time.Sleep(20 * time.Millisecond)
+	close(release)
+	wg.Wait()
+	for i, g := range got {
+		if g != "one" {
+			t.Fatalf("follower %d got %q", i, g)
+		}
+	}
+}

@@ -156,30 +156,35 @@ func (rt *Runtime) cachedStream(ctx context.Context, req *llm.ChatRequest, targe
 		return rt.stream(ctx, req, targets)
 	}
 	rep := reportOf(ctx)
-	// live streams the provider's answer through w and stores it when the
-	// mode writes; it returns the answer to share, nil when incomplete.
-	live := func(sctx context.Context, w *llm.StreamWriter) *llm.ChatResult {
+	// live streams the provider's answer through w, stores it when the
+	// mode writes and lands f (when leading) before the caller gets the
+	// end: the next identical call is a hit, and the followers copy the
+	// answer before the caller may change it.
+	live := func(sctx context.Context, w *llm.StreamWriter, f *cache.Flight) {
 		inner, err := rt.stream(sctx, req, targets)
 		if err != nil {
+			if f != nil {
+				f.Land(nil)
+			}
 			w.Finish(nil, err)
-			return nil
+			return
 		}
 		res, err := pipe(inner, w)
-		if err != nil {
-			w.Finish(res, err)
-			return nil
-		}
-		if m.Writes() {
-			// Stored before the caller sees the end, so that the next
-			// identical call is a hit.
+		if err == nil && m.Writes() {
 			c.Put(context.WithoutCancel(sctx), ns, key, res)
 		}
-		w.Finish(res, nil)
-		return res
+		if f != nil {
+			share := res
+			if err != nil {
+				share = nil
+			}
+			f.Land(share)
+		}
+		w.Finish(res, err)
 	}
 	if !m.Reads() {
 		missed(ctx, rep)
-		return rt.replay(ctx, nil, func(sctx context.Context, w *llm.StreamWriter) { live(sctx, w) })
+		return rt.replay(ctx, nil, func(sctx context.Context, w *llm.StreamWriter) { live(sctx, w, nil) })
 	}
 	if res, ok := c.Get(ctx, ns, key); ok {
 		hit(ctx, rep, targets)
@@ -189,11 +194,7 @@ func (rt *Runtime) cachedStream(ctx context.Context, req *llm.ChatRequest, targe
 	f, leader := c.Join(ns, key)
 	if leader {
 		missed(ctx, rep)
-		s, err := rt.replay(ctx, nil, func(sctx context.Context, w *llm.StreamWriter) {
-			var res *llm.ChatResult
-			defer func() { f.Land(res) }()
-			res = live(sctx, w)
-		})
+		s, err := rt.replay(ctx, nil, func(sctx context.Context, w *llm.StreamWriter) { live(sctx, w, f) })
 		if err != nil {
 			f.Land(nil)
 		}
@@ -211,7 +212,7 @@ func (rt *Runtime) cachedStream(ctx context.Context, req *llm.ChatRequest, targe
 			return
 		}
 		missed(ctx, rep)
-		live(sctx, w)
+		live(sctx, w, nil)
 	})
 }
 
