@@ -76,3 +76,24 @@ func TestBatchCachedRerun(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheGuideYAML: the cache guide's chorus.yaml block parses as
+// written.
+func TestCacheGuideYAML(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(moduleRoot(t), "docs", "cache.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```yaml\n")
+	block, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/cache.md has no yaml block")
+	}
+	cfg, err := parseConfig("docs/cache.md", []byte(block))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cfg.cache; c.store != "postgres" || c.dsn == "" || c.ttl == 0 || c.lim.MaxEntries == 0 || c.mode != "on" {
+		t.Fatalf("parsed %+v", c)
+	}
+}
