@@ -170,3 +170,28 @@ func TestCacheFanOutNamespace(t *testing.T) {
 		t.Fatalf("key b's single call after its fan-out: %q, want hit", got)
 	}
 }
+
+// TestCacheAcrossFormats: the client's wire format is not in the key: a
+// question asked on OpenAI's route is a hit on Anthropic's, answered in
+// Anthropic's shape.
+func TestCacheAcrossFormats(t *testing.T) {
+	fx := newFixture(t, cacheKeys, cacheOpt(t))
+	fx.up.Push(llmtest.Step{Reply: &llmtest.Reply{Text: "same either way", Usage: &llm.Usage{PromptTokens: 6, CompletionTokens: 3}}})
+	oa := fx.do(t, "POST", "/v1/chat/completions", `{"model":"anthropic/claude-haiku-4-5","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`, "Authorization", "Bearer gk-a")
+	an := fx.do(t, "POST", "/v1/messages", `{"model":"anthropic/claude-haiku-4-5","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`, "Authorization", "Bearer gk-a", "anthropic-version", "2023-06-01")
+	if oa.status != 200 || an.status != 200 || oa.header.Get("x-chorus-cache") != "miss" || an.header.Get("x-chorus-cache") != "hit" || fx.up.Count() != 1 {
+		t.Fatalf("openai route %d %q, anthropic route %d %q %s, upstream %d", oa.status, oa.header.Get("x-chorus-cache"), an.status, an.header.Get("x-chorus-cache"), an.body, fx.up.Count())
+	}
+	var m struct {
+		Type    string
+		Content []struct{ Type, Text string }
+		Usage   struct {
+			InputTokens  int `json:"input_tokens"`
+			OutputTokens int `json:"output_tokens"`
+		}
+	}
+	decode(t, an.body, &m)
+	if m.Type != "message" || len(m.Content) != 1 || m.Content[0].Text != "same either way" || m.Usage.OutputTokens != 3 || m.Usage.InputTokens != 6 {
+		t.Fatalf("anthropic answer from the cache: %s", an.body)
+	}
+}
