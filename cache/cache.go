@@ -173,6 +173,21 @@ func (c *Cache) Stats() Stats {
 // or a miss. A store that fails or holds an entry that cannot be decoded
 // is a miss, counted in Stats.Errors and logged.
 func (c *Cache) Get(ctx context.Context, namespace, key string) (*llm.ChatResult, bool) {
+	if m, ok := c.store.(*Memory); ok {
+		// The memory store keeps the decoded answer beside its bytes.
+		res, ok, err := m.getResult(namespace, key, c.opts.Now())
+		if err != nil {
+			c.failed("get", err)
+			c.misses.Add(1)
+			return nil, false
+		}
+		if !ok {
+			c.misses.Add(1)
+			return nil, false
+		}
+		c.hits.Add(1)
+		return Clone(res), true
+	}
 	v, ok, err := c.store.Get(ctx, namespace, key, c.opts.Now())
 	if err != nil {
 		c.failed("get", err)
@@ -226,7 +241,13 @@ func (c *Cache) Put(ctx context.Context, namespace, key string, res *llm.ChatRes
 	if c.opts.TTL > 0 {
 		e.Expires = now.Add(c.opts.TTL)
 	}
-	if err := c.store.Put(ctx, e); err != nil {
+	var err2 error
+	if m, ok := c.store.(*Memory); ok {
+		err2 = m.putResult(e, Clone(res))
+	} else {
+		err2 = c.store.Put(ctx, e)
+	}
+	if err := err2; err != nil {
 		c.failed("put", err)
 		return false
 	}
@@ -383,23 +404,6 @@ func decode(v []byte) (*llm.ChatResult, error) {
 		return nil, errors.New("cache: unknown entry version")
 	}
 	return &s.Result, nil
-}
-
-// Clone returns a deep copy of res, so that a caller may change its
-// answer without changing another's.
-func Clone(res *llm.ChatResult) *llm.ChatResult {
-	v, err := encode(res)
-	if err != nil {
-		c := *res
-		return &c
-	}
-	out, err := decode(v)
-	if err != nil {
-		c := *res
-		return &c
-	}
-	out.Meta = res.Meta
-	return out
 }
 
 // Replay emits res as a stream's events, in the order a provider streams

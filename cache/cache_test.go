@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -376,5 +377,46 @@ func TestCoalescingCopies(t *testing.T) {
 		if g != "one" {
 			t.Fatalf("follower %d got %q", i, g)
 		}
+	}
+}
+
+// TestClone: a clone equals its original and shares nothing with it.
+func TestClone(t *testing.T) {
+	orig := &llm.ChatResult{ID: "x", Content: "c", FinishReason: llm.FinishToolCalls,
+		ToolCalls:      []llm.ToolCall{{ID: "1", Name: "f", Arguments: "{}"}},
+		ThinkingBlocks: []llm.ThinkingBlock{{Text: "t", Signature: "s"}},
+		Images:         []llm.Part{{Type: llm.PartImage, Data: []byte{1, 2, 3}}},
+		Logprobs:       []llm.TokenLogprob{{Token: "a", Bytes: []int{97}, Top: []llm.TopLogprob{{Token: "b", Bytes: []int{98}}}}},
+		Usage:          llm.Usage{PromptTokens: 1},
+		Meta:           llm.ResponseMeta{Dropped: []string{"top_k"}}}
+	c := cache.Clone(orig)
+	if !reflect.DeepEqual(c, orig) {
+		t.Fatalf("clone %+v differs from %+v", c, orig)
+	}
+	c.ToolCalls[0].Name = "g"
+	c.ThinkingBlocks[0].Text = "u"
+	c.Images[0].Data[0] = 9
+	c.Logprobs[0].Bytes[0] = 0
+	c.Logprobs[0].Top[0].Bytes[0] = 0
+	c.Meta.Dropped[0] = "seed"
+	if orig.ToolCalls[0].Name != "f" || orig.ThinkingBlocks[0].Text != "t" || orig.Images[0].Data[0] != 1 ||
+		orig.Logprobs[0].Bytes[0] != 97 || orig.Logprobs[0].Top[0].Bytes[0] != 98 || orig.Meta.Dropped[0] != "top_k" {
+		t.Fatalf("the clone shares memory with its original: %+v", orig)
+	}
+}
+
+// TestMemoryHitsAreCopies: a hit from the memory store is the caller's
+// own: changing it changes no later hit.
+func TestMemoryHitsAreCopies(t *testing.T) {
+	c := newCache(t, openMemory(t, cache.Limits{}), cache.Options{})
+	res := answer("stored")
+	res.ToolCalls = []llm.ToolCall{{ID: "1", Name: "f"}}
+	c.Put(context.Background(), "n", "k", res)
+	res.Content, res.ToolCalls[0].Name = "changed after Put", "g"
+	a, _ := c.Get(context.Background(), "n", "k")
+	a.Content, a.ToolCalls[0].Name = "changed after Get", "h"
+	b, _ := c.Get(context.Background(), "n", "k")
+	if b.Content != "stored" || b.ToolCalls[0].Name != "f" {
+		t.Fatalf("hit %+v, want the answer as stored", b)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/chorusrt/chorus/llm"
 )
 
 // ErrClosed is returned by a store's calls after Close.
@@ -29,6 +31,9 @@ type memEntry struct {
 	e       Entry
 	size    int64
 	expires time.Time
+	// res is the decoded answer when a Cache put it (putResult): its hits
+	// skip decoding Value.
+	res *llm.ChatResult
 }
 
 // NewMemory returns an empty in-memory store capped by lim, or an
@@ -42,26 +47,55 @@ func NewMemory(lim Limits) (*Memory, error) {
 
 // Get implements Store; a hit makes the entry the most recently used.
 func (m *Memory) Get(_ context.Context, namespace, key string, now time.Time) ([]byte, bool, error) {
+	me, err := m.get(namespace, key, now)
+	if me == nil {
+		return nil, false, err
+	}
+	return me.e.Value, true, nil
+}
+
+// getResult is Get for a Cache: the decoded answer, nil when the entry
+// was put as bytes only (then decoded here).
+func (m *Memory) getResult(namespace, key string, now time.Time) (*llm.ChatResult, bool, error) {
+	me, err := m.get(namespace, key, now)
+	if me == nil {
+		return nil, false, err
+	}
+	if me.res != nil {
+		return me.res, true, nil
+	}
+	res, err := decode(me.e.Value)
+	if err != nil {
+		return nil, false, err
+	}
+	return res, true, nil
+}
+
+func (m *Memory) get(namespace, key string, now time.Time) (*memEntry, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
-		return nil, false, ErrClosed
+		return nil, ErrClosed
 	}
 	el := m.items[namespace+"\x00"+key]
 	if el == nil {
-		return nil, false, nil
+		return nil, nil
 	}
 	me := el.Value.(*memEntry)
 	if !me.expires.IsZero() && !now.Before(me.expires) {
 		m.remove(el)
-		return nil, false, nil
+		return nil, nil
 	}
 	m.ll.MoveToFront(el)
-	return me.e.Value, true, nil
+	return me, nil
 }
 
 // Put implements Store.
-func (m *Memory) Put(_ context.Context, e Entry) error {
+func (m *Memory) Put(_ context.Context, e Entry) error { return m.putResult(e, nil) }
+
+// putResult is Put for a Cache, keeping res (the decoded Value, never
+// changed after) beside the bytes.
+func (m *Memory) putResult(e Entry, res *llm.ChatResult) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -72,7 +106,7 @@ func (m *Memory) Put(_ context.Context, e Entry) error {
 		m.remove(el)
 	}
 	e.Value = append([]byte(nil), e.Value...)
-	me := &memEntry{id: id, e: e, size: entrySize(e), expires: e.Expires}
+	me := &memEntry{id: id, e: e, size: entrySize(e), expires: e.Expires, res: res}
 	m.items[id] = m.ll.PushFront(me)
 	m.bytes += me.size
 	for m.ll.Len() > 1 && (m.lim.MaxEntries > 0 && m.ll.Len() > m.lim.MaxEntries || m.lim.MaxBytes > 0 && m.bytes > m.lim.MaxBytes) {
