@@ -126,3 +126,53 @@ func normalized(t *testing.T, out []byte, hits bool) []string {
 	sort.Strings(lines)
 	return lines
 }
+
+// TestCacheModeField: a line's "cache" field picks its mode; a mode that
+// does not exist makes the line bad, naming the field.
+func TestCacheModeField(t *testing.T) {
+	up := llmtest.NewServer(llmtest.WithDefault(llmtest.Reply{Text: "a", Usage: &llm.Usage{PromptTokens: 2, CompletionTokens: 1}}))
+	defer up.Close()
+	store, _ := cache.NewMemory(cache.Limits{})
+	c, _ := cache.New(store, cache.Options{})
+	defer c.Close()
+	rt, err := runtime.New(
+		runtime.WithProvider(providers.Config{ID: "openai", Format: providers.FormatOpenAI, BaseURL: up.OpenAIBaseURL(), APIKey: "sk-batch-cache"}),
+		runtime.WithCache(c, runtime.CacheOptions{}),
+		runtime.WithClientOptions(providers.WithIdleTimeout(2*time.Second)),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(context.Background())
+	withMode := func(id, mode string) string {
+		l := chatLine(id, "openai/m", "same question")
+		if mode == "" {
+			return l
+		}
+		return strings.Replace(l, `{"body"`, `{"cache":"`+mode+`","body"`, 1)
+	}
+	// Stored by the first line, then: off and write_only ask again,
+	// read_only and the default read it.
+	var in strings.Builder
+	for i, mode := range []string{"", "off", "write_only", "read_only", "", "sometimes"} {
+		in.WriteString(withMode(fmt.Sprint("l", i), mode) + "\n")
+	}
+	out, err := OpenOutput(filepath.Join(t.TempDir(), "out.jsonl"), Create)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), Job{Input: strings.NewReader(in.String()), Output: out, Runner: rt, Concurrency: 1})
+	out.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if up.Count() != 3 {
+		t.Fatalf("upstream requests = %d, want 3 (the first line, off, write_only)", up.Count())
+	}
+	if len(rep.BadLines) != 1 || !strings.Contains(rep.BadLines[0].Err.Error(), "cache") || !strings.Contains(rep.BadLines[0].Err.Error(), "sometimes") {
+		t.Fatalf("bad lines %+v", rep.BadLines)
+	}
+	if st := c.Stats(); st.Hits != 2 {
+		t.Fatalf("cache stats %+v, want 2 hits (read_only and the default)", st)
+	}
+}

@@ -213,8 +213,9 @@ type item struct {
 	chat     *llm.ChatRequest
 	embed    *llm.EmbedRequest
 	b64      bool
-	err      error // kindBad: what is wrong with the line
-	unserved error // Job.Resolve's refusal of the line's model
+	err      error      // kindBad: what is wrong with the line
+	unserved error      // Job.Resolve's refusal of the line's model
+	cache    cache.Mode // the line's "cache" field: its response cache mode
 }
 
 // result is one finished item.
@@ -542,6 +543,13 @@ func (r *run) parse(n int, l *inputLine) *item {
 	case len(l.Body) == 0:
 		return bad(errors.New("body: is missing"))
 	}
+	if l.Cache != "" {
+		m, err := cache.ParseMode("cache", l.Cache)
+		if err != nil {
+			return bad(err)
+		}
+		it.cache = m
+	}
 	switch l.URL {
 	case URLChat:
 		req, err := chatFromOpenAI(l.Body)
@@ -636,7 +644,11 @@ func (r *run) do(ctx context.Context, it *item) (res *result) {
 	switch it.kind {
 	case kindChat:
 		var cr cache.Report // a Runner with a response cache says whether it answered
-		out, err := r.j.Runner.Chat(cache.WithReport(ctx, &cr), it.chat)
+		cctx := cache.WithReport(ctx, &cr)
+		if it.cache != "" {
+			cctx = cache.WithMode(cctx, it.cache)
+		}
+		out, err := r.j.Runner.Chat(cctx, it.chat)
 		if err != nil {
 			return failure(ctx, res, err)
 		}

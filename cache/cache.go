@@ -474,3 +474,18 @@ func ReportOf(ctx context.Context) *Report {
 	r, _ := ctx.Value(reportKey{}).(*Report)
 	return r
 }
+
+type modeKey struct{}
+
+// WithMode returns a context whose calls use the cache in mode m rather
+// than the cache's default (runtime.WithCacheMode is the same; a layer
+// that does not import the runtime, a batch job, uses this one).
+func WithMode(ctx context.Context, m Mode) context.Context {
+	return context.WithValue(ctx, modeKey{}, m)
+}
+
+// ModeOf returns the mode passed with WithMode, or "".
+func ModeOf(ctx context.Context) Mode {
+	m, _ := ctx.Value(modeKey{}).(Mode)
+	return m
+}

@@ -55,13 +55,13 @@ func WithCache(c *cache.Cache, opts CacheOptions) Option {
 	}
 }
 
-type cacheModeKey struct{}
 type cacheNamespaceKey struct{}
 
 // WithCacheMode returns a context whose calls use the cache in mode m
-// (cache.On, ReadOnly, WriteOnly, Off) rather than the cache's default.
+// (cache.On, ReadOnly, WriteOnly, Off) rather than the cache's default;
+// it is cache.WithMode.
 func WithCacheMode(ctx context.Context, m cache.Mode) context.Context {
-	return context.WithValue(ctx, cacheModeKey{}, m)
+	return cache.WithMode(ctx, m)
 }
 
 // WithCacheNamespace returns a context whose calls read and write the
@@ -85,8 +85,7 @@ func (h *cacheHook) lookup(ctx context.Context, req *llm.ChatRequest, targets []
 	if h == nil {
 		return nil, "", "", ""
 	}
-	mode, _ := ctx.Value(cacheModeKey{}).(cache.Mode)
-	m = h.c.Mode(mode)
+	m = h.c.Mode(cache.ModeOf(ctx))
 	if m == cache.Off {
 		return nil, m, "", ""
 	}
