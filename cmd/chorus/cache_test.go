@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,5 +97,49 @@ func TestCacheGuideYAML(t *testing.T) {
 	}
 	if c := cfg.cache; c.store != "postgres" || c.dsn == "" || c.ttl == 0 || c.lim.MaxEntries == 0 || c.mode != "on" {
 		t.Fatalf("parsed %+v", c)
+	}
+}
+
+// TestServeCache: chorus serve with cache: in chorus.yaml answers a
+// repeated question from the cache (x-chorus-cache: hit), per gateway key.
+func TestServeCache(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "chorus.yaml")
+	const yml = `gateway:
+  keys:
+    - {name: a, key_env: CHORUS_TEST_KEY_A}
+    - {name: b, key_env: CHORUS_TEST_KEY_B}
+cache:
+  store: sqlite
+  path: ` + "CACHE_PATH" + `
+  ttl: 1h
+`
+	if err := os.WriteFile(cfg, []byte(strings.Replace(yml, "CACHE_PATH", filepath.Join(dir, "cache.db"), 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base, stop := startServe(t, map[string]string{"CHORUS_TEST_KEY_A": "gk-test-a", "CHORUS_TEST_KEY_B": "gk-test-b"}, "--addr", "127.0.0.1:0", "--config", cfg)
+	ask := func(key string) string {
+		t.Helper()
+		tr := &http.Transport{}
+		defer tr.CloseIdleConnections()
+		req, _ := http.NewRequest("POST", base+"/v1/chat/completions", strings.NewReader(`{"model":"sim/echo","messages":[{"role":"user","content":"ping"}]}`))
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := (&http.Client{Transport: tr}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || !strings.Contains(string(b), "[simulated] ping") {
+			t.Fatalf("answer %d %s", resp.StatusCode, b)
+		}
+		return resp.Header.Get("x-chorus-cache")
+	}
+	got := []string{ask("gk-test-a"), ask("gk-test-a"), ask("gk-test-b")}
+	if want := []string{"miss", "hit", "miss"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("x-chorus-cache %q, want %q", got, want)
+	}
+	if exit, stderr := stop(); exit != 0 {
+		t.Errorf("exit %d: %s", exit, stderr)
 	}
 }
