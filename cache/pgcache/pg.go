@@ -1,7 +1,9 @@
 // Package pgcache is the PostgreSQL cache.Store, shared by a fleet:
 // every process that opens the same database reads the entries the others
 // wrote. Entries past the size cap are evicted oldest first (by the time
-// they were written); expired entries are never served and are deleted
+// they were written), the size checked every thousandth of the entries by
+// each process (the cap holds to within 0.1%, at most 1,000 entries over
+// per process); expired entries are never served and are deleted
 // as new ones are written. Two processes storing the same answer at once
 // store it once (the later write replaces the earlier).
 //
@@ -13,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,6 +31,34 @@ type Store struct {
 	pool   *pgxpool.Pool
 	lim    cache.Limits
 	closed atomic.Bool
+
+	// left counts the writes until the next size check (a check counts
+	// the table, which costs a scan): about a thousandth of the entries,
+	// so that a cap holds to within 0.1% (at most 1,000 entries) and a
+	// write scans a thousand rows on average, not the table.
+	mu   sync.Mutex
+	left int
+}
+
+// due reports whether this write checks the size cap.
+func (s *Store) due() bool {
+	if s.lim.MaxEntries <= 0 && s.lim.MaxBytes <= 0 {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.left > 0 {
+		s.left--
+		return false
+	}
+	return true
+}
+
+// checked sets the writes until the next check from the entries counted.
+func (s *Store) checked(n int64) {
+	s.mu.Lock()
+	s.left = int(min(n/1000, 1000))
+	s.mu.Unlock()
 }
 
 var _ cache.Store = (*Store)(nil)
@@ -118,21 +149,29 @@ func (s *Store) Put(ctx context.Context, e cache.Entry) error {
 		created = EXCLUDED.created, expires = EXCLUDED.expires, id = nextval(pg_get_serial_sequence('chorus_cache', 'id'))`,
 		e.Namespace, e.Key, e.Value, cache.EntrySize(e), now, exp)
 	b.Queue(`DELETE FROM chorus_cache WHERE expires > 0 AND expires <= $1`, now)
-	if s.lim.MaxEntries > 0 {
+	check := s.due()
+	if check && s.lim.MaxEntries > 0 {
 		b.Queue(`DELETE FROM chorus_cache WHERE id IN (
 			SELECT id FROM chorus_cache ORDER BY created, id
 			LIMIT greatest(0, (SELECT count(*) FROM chorus_cache) - $1))`, s.lim.MaxEntries)
 	}
-	if s.lim.MaxBytes > 0 {
+	if check && s.lim.MaxBytes > 0 {
 		b.Queue(`DELETE FROM chorus_cache WHERE id IN (
 			SELECT id FROM (SELECT id, sum(size) OVER (ORDER BY created DESC, id DESC) AS run FROM chorus_cache) w
 			WHERE run > $1)`, s.lim.MaxBytes)
+	}
+	var n int64
+	if check {
+		b.Queue(`SELECT count(*) FROM chorus_cache`).QueryRow(func(row pgx.Row) error { return row.Scan(&n) })
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
 		return fmt.Errorf("pgcache: put: %w", err)
+	}
+	if check {
+		s.checked(n)
 	}
 	return nil
 }

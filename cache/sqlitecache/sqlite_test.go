@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -106,5 +107,40 @@ func TestFailingAtRunTime(t *testing.T) {
 	}
 	if st := c.Stats(); fetched != 2 || st.Errors != 4 {
 		t.Fatalf("fetched %d, stats %+v; want 2 fetches, 4 errors", fetched, st)
+	}
+}
+
+// TestCapWithinATenthPercent: with a large cap the size is checked every
+// thousandth of the entries: the cache holds at most 0.1% more.
+func TestCapWithinATenthPercent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cache.db")
+	s, err := sqlitecache.Open(path, cache.Limits{MaxEntries: 3000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	t0 := time.Unix(1e9, 0)
+	for i := range 6000 {
+		if err := s.Put(context.Background(), cache.Entry{Namespace: "n", Key: fmt.Sprint(i), Value: []byte("v"), Created: t0.Add(time.Duration(i) * time.Millisecond)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM chorus_cache`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n < 3000 || n > 3003 {
+		t.Fatalf("%d entries, want 3000 to 3003", n)
+	}
+	if _, ok, _ := s.Get(context.Background(), "n", "5999", t0); !ok {
+		t.Fatal("the newest entry was evicted")
+	}
+	if _, ok, _ := s.Get(context.Background(), "n", "0", t0); ok {
+		t.Fatal("the oldest entry is still there")
 	}
 }
