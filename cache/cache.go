@@ -102,7 +102,8 @@ type Options struct {
 // Stats count what a Cache did.
 type Stats struct {
 	Hits, Misses int64
-	// Coalesced counts calls answered by an identical call in flight.
+	// Coalesced counts calls answered by an identical call in flight
+	// (counted among the Misses too: the store did not have the answer).
 	Coalesced int64
 	// Stored counts answers written; Skipped answers not stored because
 	// they were not complete (an error, a partial stream, a finish other
@@ -150,12 +151,16 @@ func New(store Store, opts Options) (*Cache, error) {
 	return &Cache{store: store, opts: opts, logger: logger, flights: map[string]*Flight{}}, nil
 }
 
-// Mode returns m, or the cache's default mode when m is empty.
+// Mode returns m, the cache's default mode when m is empty, and Off for
+// a value that is no mode (the cache neither read nor written).
 func (c *Cache) Mode(m Mode) Mode {
-	if m == "" {
+	switch m {
+	case "":
 		return c.opts.Mode
+	case On, ReadOnly, WriteOnly, Off:
+		return m
 	}
-	return m
+	return Off
 }
 
 // Close closes the store.

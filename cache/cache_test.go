@@ -129,6 +129,16 @@ func TestModes(t *testing.T) {
 			}
 		})
 	}
+	// A value that is no mode neither reads nor writes.
+	c := newCache(t, openMemory(t, cache.Limits{}), cache.Options{})
+	c.Put(context.Background(), "n", "k", answer("stored"))
+	res, out, _ := c.Do(context.Background(), cache.Mode("sometimes"), "n", "k2", func(context.Context) (*llm.ChatResult, error) { return answer("fresh"), nil })
+	if out != cache.Bypass || res.Content != "fresh" {
+		t.Fatalf("unknown mode: %v %q", out, res.Content)
+	}
+	if _, ok := c.Get(context.Background(), "n", "k2"); ok {
+		t.Fatal("an unknown mode wrote")
+	}
 	if _, err := cache.ParseMode("cache", "sometimes"); err == nil || !strings.Contains(err.Error(), "sometimes") {
 		t.Fatalf("ParseMode(sometimes) = %v", err)
 	}
