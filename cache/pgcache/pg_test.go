@@ -3,7 +3,9 @@ package pgcache_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,6 +76,19 @@ func TestOpenErrors(t *testing.T) {
 	var ce *llm.ConfigError
 	if !errors.As(err, &ce) || ce.Field != "dsn" {
 		t.Fatalf("Open(bad dsn) = %v, want a ConfigError naming dsn", err)
+	}
+	if strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("the error shows the password: %v", err)
+	}
+	port, err := pgtest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := pgcache.Open(t.Context(), fmt.Sprintf("postgres://u:hunter2@127.0.0.1:%d/db?sslmode=disable&connect_timeout=5", port), cache.Limits{}); err == nil || strings.Contains(err.Error(), "hunter2") {
+		if s != nil {
+			s.Close()
+		}
+		t.Fatalf("Open(nobody listening) = %v: want an error without the password", err)
 	}
 	if s, err := pgcache.Open(t.Context(), "postgres://127.0.0.1:1/db", cache.Limits{MaxEntries: -1}); !errors.As(err, &ce) || ce.Field != "max_entries" {
 		if s != nil {
