@@ -78,6 +78,9 @@ func TestCachedRerun(t *testing.T) {
 	if up.Count() != n {
 		t.Fatalf("second run sent %d requests upstream, want none", up.Count()-n)
 	}
+	if rep1.Cached != 0 || rep2.Cached != n {
+		t.Fatalf("cached lines: %d then %d, want 0 then %d", rep1.Cached, rep2.Cached, n)
+	}
 	if rep2.Succeeded != n || len(rep2.Models) != 1 || rep2.Models[0].Cost.USD != 0 || rep2.Models[0].Priced != n {
 		t.Fatalf("second run report %+v", rep2)
 	}

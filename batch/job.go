@@ -144,6 +144,9 @@ type Report struct {
 	Succeeded, Failed int
 	// Skipped lines were already in the output (Resume).
 	Skipped int
+	// Cached counts the succeeded lines answered from the Runner's
+	// response cache (at zero cost).
+	Cached int
 	// Cancelled items were in flight when the context ended: nothing was
 	// written for them, so a resumed job runs them.
 	Cancelled int
@@ -224,6 +227,7 @@ type result struct {
 	out       []byte // the output line; nil when nothing is written
 	failed    bool
 	cancelled bool
+	cached    bool // answered from the Runner's response cache
 	native    bool
 	written   bool   // native: the line is already in the output
 	notRun    string // native: CodeExpired or CodeCancelled
@@ -465,6 +469,9 @@ func (r *run) account(rep *Report, stats map[string]*modelStat, order *[]string,
 	} else {
 		rep.Succeeded++
 	}
+	if res.cached {
+		rep.Cached++
+	}
 	r.emit(Event{Kind: EventDone, Line: it.line, CustomID: it.customID, Model: it.model, Failed: res.failed, Tokens: tokens, Cost: res.cost, Saved: res.saved, Err: res.err, Native: res.native})
 }
 
@@ -661,7 +668,7 @@ func (r *run) do(ctx context.Context, it *item) (res *result) {
 		body.Usage.Cost = res.cost.usd()
 		line = successLine(it.customID, out.Meta.RequestID, body)
 		if cr.Outcome == cache.Hit {
-			line.Cache = "hit"
+			line.Cache, res.cached = "hit", true
 		}
 	case kindEmbed:
 		out, err := r.j.Runner.Embed(ctx, it.embed)

@@ -71,6 +71,9 @@ func TestBatchCachedRerun(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("run %d: exit %d: %s", run, code, stderr)
 		}
+		if want == "hit" && !strings.Contains(stderr, "20 succeeded, 0 failed, 20 from the cache") {
+			t.Errorf("run %d: stderr does not count the hits:\n%s", run, stderr)
+		}
 		data, _ := os.ReadFile(out)
 		got := strings.Count(string(data), `"cache":"hit"`)
 		if want == "" && got != 0 || want == "hit" && got != 20 {
