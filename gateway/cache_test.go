@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -193,5 +194,46 @@ func TestCacheAcrossFormats(t *testing.T) {
 	decode(t, an.body, &m)
 	if m.Type != "message" || len(m.Content) != 1 || m.Content[0].Text != "same either way" || m.Usage.OutputTokens != 3 || m.Usage.InputTokens != 6 {
 		t.Fatalf("anthropic answer from the cache: %s", an.body)
+	}
+}
+
+// TestCacheGeminiStream: a Gemini client's streamed request is answered
+// from the cache in Gemini's stream shape: text, the function call, the
+// finish and the usage as the provider's stream had them.
+func TestCacheGeminiStream(t *testing.T) {
+	fx := newFixture(t, cacheKeys, cacheOpt(t))
+	fx.up.Push(llmtest.Respond(llmtest.Reply{Deltas: []string{"un ", "deux"}, ToolCalls: []llm.ToolCall{{ID: "call_g", Name: "f", Arguments: `{"n":2}`}}, Usage: &llm.Usage{PromptTokens: 7, CompletionTokens: 4}}))
+	const body = `{"contents":[{"role":"user","parts":[{"text":"count"}]}],"tools":[{"functionDeclarations":[{"name":"f","parameters":{"type":"object"}}]}]}`
+	type seen struct {
+		text, call, finish string
+		usage              [3]int
+	}
+	var got [2]seen
+	for i := range 2 {
+		a := fx.do(t, "POST", "/v1beta/models/gemini/gemini-2.5-flash:streamGenerateContent?alt=sse", body, "x-goog-api-key", "gk-a")
+		if want := []string{"miss", "hit"}[i]; a.status != 200 || a.header.Get("x-chorus-cache") != want {
+			t.Fatalf("call %d: %d %q, want %s: %s", i, a.status, a.header.Get("x-chorus-cache"), want, a.body)
+		}
+		for _, d := range sseData(a.body) {
+			var c geminiResponse
+			decode(t, []byte(d), &c)
+			for _, p := range c.Candidates[0].Content.Parts {
+				if p.Text != nil {
+					got[i].text += *p.Text
+				}
+				if p.FunctionCall != nil {
+					got[i].call = p.FunctionCall.Name + fmt.Sprint(p.FunctionCall.Args)
+				}
+			}
+			if c.Candidates[0].FinishReason != "" {
+				got[i].finish = c.Candidates[0].FinishReason
+			}
+			if u := c.UsageMetadata; u != nil && u.TotalTokenCount > 0 {
+				got[i].usage = [3]int{u.PromptTokenCount, u.CandidatesTokenCount, u.TotalTokenCount}
+			}
+		}
+	}
+	if got[0] != got[1] || got[0].text != "un deux" || got[0].call == "" || got[0].usage[2] != 11 || fx.up.Count() != 1 {
+		t.Fatalf("from the provider %+v, from the cache %+v, upstream %d", got[0], got[1], fx.up.Count())
 	}
 }
