@@ -22,6 +22,10 @@ type inputLine struct {
 	Method   string          `json:"method"`
 	URL      string          `json:"url"`
 	Body     json.RawMessage `json:"body"`
+	// Cache is the line's response cache mode (on, read_only,
+	// write_only, off; cache.Mode), for a Runner with a cache; empty:
+	// the cache's default.
+	Cache string `json:"cache"`
 }
 
 // fieldError is a problem with one field of an input line; Field is its

@@ -13,6 +13,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/chorusrt/chorus/cache"
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/pipeline"
 	"github.com/chorusrt/chorus/telemetry"
@@ -143,6 +144,9 @@ type Report struct {
 	Succeeded, Failed int
 	// Skipped lines were already in the output (Resume).
 	Skipped int
+	// Cached counts the succeeded lines answered from the Runner's
+	// response cache (at zero cost).
+	Cached int
 	// Cancelled items were in flight when the context ended: nothing was
 	// written for them, so a resumed job runs them.
 	Cancelled int
@@ -212,8 +216,9 @@ type item struct {
 	chat     *llm.ChatRequest
 	embed    *llm.EmbedRequest
 	b64      bool
-	err      error // kindBad: what is wrong with the line
-	unserved error // Job.Resolve's refusal of the line's model
+	err      error      // kindBad: what is wrong with the line
+	unserved error      // Job.Resolve's refusal of the line's model
+	cache    cache.Mode // the line's "cache" field: its response cache mode
 }
 
 // result is one finished item.
@@ -222,6 +227,7 @@ type result struct {
 	out       []byte // the output line; nil when nothing is written
 	failed    bool
 	cancelled bool
+	cached    bool // answered from the Runner's response cache
 	native    bool
 	written   bool   // native: the line is already in the output
 	notRun    string // native: CodeExpired or CodeCancelled
@@ -463,6 +469,9 @@ func (r *run) account(rep *Report, stats map[string]*modelStat, order *[]string,
 	} else {
 		rep.Succeeded++
 	}
+	if res.cached {
+		rep.Cached++
+	}
 	r.emit(Event{Kind: EventDone, Line: it.line, CustomID: it.customID, Model: it.model, Failed: res.failed, Tokens: tokens, Cost: res.cost, Saved: res.saved, Err: res.err, Native: res.native})
 }
 
@@ -540,6 +549,13 @@ func (r *run) parse(n int, l *inputLine) *item {
 		return bad(fmt.Errorf("method: want \"POST\", got %q", l.Method))
 	case len(l.Body) == 0:
 		return bad(errors.New("body: is missing"))
+	}
+	if l.Cache != "" {
+		m, err := cache.ParseMode("cache", l.Cache)
+		if err != nil {
+			return bad(err)
+		}
+		it.cache = m
 	}
 	switch l.URL {
 	case URLChat:
@@ -634,15 +650,26 @@ func (r *run) do(ctx context.Context, it *item) (res *result) {
 	}
 	switch it.kind {
 	case kindChat:
-		out, err := r.j.Runner.Chat(ctx, it.chat)
+		var cr cache.Report // a Runner with a response cache says whether it answered
+		cctx := cache.WithReport(ctx, &cr)
+		if it.cache != "" {
+			cctx = cache.WithMode(cctx, it.cache)
+		}
+		out, err := r.j.Runner.Chat(cctx, it.chat)
 		if err != nil {
 			return failure(ctx, res, err)
 		}
 		res.usage = out.Usage
 		res.cost = r.j.Prices.costOf(servedModel(out.Meta, out.Model, it.model), out.Usage, false)
+		if cr.Outcome == cache.Hit && res.cost != nil {
+			res.cost = &Cost{} // a cached answer costs nothing
+		}
 		body := completionBody(out, it.model, time.Now())
 		body.Usage.Cost = res.cost.usd()
 		line = successLine(it.customID, out.Meta.RequestID, body)
+		if cr.Outcome == cache.Hit {
+			line.Cache, res.cached = "hit", true
+		}
 	case kindEmbed:
 		out, err := r.j.Runner.Embed(ctx, it.embed)
 		if err != nil {

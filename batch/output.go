@@ -20,6 +20,9 @@ type outputLine struct {
 	CustomID string       `json:"custom_id"`
 	Response *outResponse `json:"response"`
 	Error    *outError    `json:"error"`
+	// Cache is "hit" on a line answered from the runner's response cache
+	// (at zero cost); absent otherwise.
+	Cache string `json:"cache,omitempty"`
 }
 
 type outResponse struct {

@@ -784,3 +784,27 @@ func TestSessionIDWithSlash(t *testing.T) {
 		t.Fatalf("session page: %d", p.status)
 	}
 }
+
+// TestCredentialsCache: with a response cache, the credentials API and
+// page count its hits and misses; without one, neither shows a cache.
+func TestCredentialsCache(t *testing.T) {
+	k := newKit(t, kitOpts{cache: true})
+	for range 3 {
+		if _, err := k.rt.Chat(ctxT(t, 10*time.Second), &llm.ChatRequest{Model: "sim/echo", Messages: []llm.Message{llm.UserText("same question")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var v CredentialsView
+	k.do(req{path: APIPrefix + "credentials", bearer: testToken}).json(t, &v)
+	if v.Cache == nil || v.Cache.Hits != 2 || v.Cache.Misses != 1 || v.Cache.Stored != 1 {
+		t.Fatalf("cache view %+v", v.Cache)
+	}
+	if p := k.do(req{path: PagePrefix + "credentials", bearer: testToken}); !bytes.Contains(p.body, []byte(`<table id="cache"`)) {
+		t.Fatalf("the credentials page has no cache table: %s", p.body)
+	}
+	var none CredentialsView
+	newKit(t, kitOpts{}).do(req{path: APIPrefix + "credentials", bearer: testToken}).json(t, &none)
+	if none.Cache != nil {
+		t.Fatalf("a runtime without a cache shows %+v", none.Cache)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/chorusrt/chorus/batch"
+	"github.com/chorusrt/chorus/cache"
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/runtime"
 	"github.com/chorusrt/chorus/session"
@@ -56,6 +57,7 @@ type kitOpts struct {
 	tick     time.Duration
 	limit    int           // Options.ListLimit
 	idle     time.Duration // session.Options.IdleTimeout
+	cache    bool          // the runtime has a response cache
 }
 
 func newKit(t *testing.T, o kitOpts) *kit {
@@ -67,7 +69,14 @@ func newKit(t *testing.T, o kitOpts) *kit {
 	}
 	k.sim = s
 	t.Cleanup(func() { s.Close() })
-	rt, err := runtime.New(runtime.WithProvider(s.Config()), runtime.WithAlias("fast", "sim/echo", "sim/quick"), runtime.WithPrices(testPrices))
+	ropts := []runtime.Option{runtime.WithProvider(s.Config()), runtime.WithAlias("fast", "sim/echo", "sim/quick"), runtime.WithPrices(testPrices)}
+	if o.cache {
+		ms, _ := cache.NewMemory(cache.Limits{})
+		c, _ := cache.New(ms, cache.Options{})
+		t.Cleanup(func() { c.Close() })
+		ropts = append(ropts, runtime.WithCache(c, runtime.CacheOptions{}))
+	}
+	rt, err := runtime.New(ropts...)
 	if err != nil {
 		t.Fatal(err)
 	}

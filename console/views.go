@@ -22,6 +22,20 @@ type CredentialsView struct {
 	Credentials []CredentialView `json:"credentials"`
 	Aliases     []AliasView      `json:"aliases"`
 	Providers   []string         `json:"providers"`
+	// Cache counts the runtime's response cache (runtime.WithCache);
+	// absent without one.
+	Cache *CacheView `json:"cache,omitempty"`
+}
+
+// CacheView is the runtime's response cache: what it answered and
+// stored (cache.Stats).
+type CacheView struct {
+	Hits      int64 `json:"hits"`
+	Misses    int64 `json:"misses"`
+	Coalesced int64 `json:"coalesced"`
+	Stored    int64 `json:"stored"`
+	Skipped   int64 `json:"skipped"`
+	Errors    int64 `json:"errors"`
 }
 
 // CredentialView is one provider credential: named by its key's
@@ -121,6 +135,9 @@ func (h *Handler) credentials() CredentialsView {
 	}
 	v.Aliases = aliasViews(h.rt.Aliases(), v.Credentials)
 	v.Providers = append(v.Providers, h.rt.Providers()...)
+	if st, ok := h.rt.CacheStats(); ok {
+		v.Cache = &CacheView{Hits: st.Hits, Misses: st.Misses, Coalesced: st.Coalesced, Stored: st.Stored, Skipped: st.Skipped, Errors: st.Errors}
+	}
 	return v
 }
 

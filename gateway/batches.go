@@ -775,6 +775,7 @@ func (l lineRunner) Chat(ctx context.Context, req *llm.ChatRequest) (*llm.ChatRe
 	if err := l.refuse(req.Model); err != nil {
 		return nil, err
 	}
+	ctx = runtime.WithCacheNamespace(ctx, l.h.cacheNamespace(l.ks)) // cache.go
 	if l.ks == nil || l.ks.key.BudgetUSD <= 0 {
 		return l.h.rt.Chat(ctx, req)
 	}

@@ -47,6 +47,11 @@ func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, ks *keyState
 		h.fail(w, c.f, &Error{Status: http.StatusBadRequest, Message: "model " + strconv.Quote(model) + " is a fan-out: POST /v1/chat/completions answers it, with a choice per model"})
 		return
 	}
+	cctx, ce := h.cacheContext(r.Context(), r, ks) // cache.go
+	if ce != nil {
+		h.fail(w, c.f, ce)
+		return
+	}
 	adm, served, ok := h.call(w, r, c.f, model, ks)
 	if !ok {
 		return
@@ -61,7 +66,7 @@ func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, ks *keyState
 		req = &call
 	}
 	rep := new(runtime.CallReport)
-	ctx := runtime.WithCallReport(r.Context(), rep)
+	ctx := runtime.WithCallReport(cctx, rep)
 	if !stream {
 		res, err := h.rt.Chat(ctx, req)
 		if err != nil {
@@ -150,6 +155,7 @@ func (s *headerSetter) set(name, v string) {
 // tried last): the x-chorus-* headers. meta (buffered answers only) adds
 // the HTTP attempts of the placement that served.
 func chorusHeaders(hd http.Header, rep *runtime.CallReport, meta *llm.ResponseMeta) {
+	cacheHeader(hd, rep)
 	if rep.Attempts == 0 {
 		return // never placed: nothing served
 	}

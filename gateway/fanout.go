@@ -53,6 +53,12 @@ func (h *Handler) serveFanOut(w http.ResponseWriter, r *http.Request, ks *keySta
 		h.fail(w, f, &Error{Status: http.StatusForbidden, Message: "gateway key " + strconv.Quote(ks.key.Name) + " may not call model " + strconv.Quote(name)})
 		return
 	}
+	cctx, ce := h.cacheContext(r.Context(), r, ks) // cache.go: the key's namespace, the client's mode
+	if ce != nil {
+		h.fail(w, f, ce)
+		return
+	}
+	r = r.WithContext(cctx)
 	var adm admission
 	if ks != nil {
 		a, v, e := ks.admit(h.opts.Now())

@@ -119,6 +119,11 @@ type Options struct {
 	// naming them (Key.DropUnsupported sets it per key); either way the
 	// answer's x-chorus-dropped names what was left out (fields.go).
 	DropUnsupported bool
+	// CacheShareAcrossKeys puts every key's calls in one namespace of the
+	// runtime's response cache (runtime.WithCache), so that a key reads
+	// what another's calls stored; by default each key has its own, named
+	// for it (cache.go).
+	CacheShareAcrossKeys bool
 	// Telemetry is where the gateway's HTTP server spans go (nil: the
 	// global TracerProvider). Give it the runtime's, so that each server
 	// span and the runtime's spans of its call are one trace.

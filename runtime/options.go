@@ -35,6 +35,7 @@ type options struct {
 	timeout        time.Duration
 	prices         llm.Prices           // WithPrices (cost.go)
 	tel            *telemetry.Telemetry // WithTelemetry (telemetry.go)
+	cache          *cacheHook           // WithCache (cache.go)
 	err            error
 }
 

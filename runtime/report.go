@@ -45,6 +45,11 @@ type CallReport struct {
 	// is then the position in the order the strategy gave.
 	Strategy string
 	Reason   string
+	// Cache is "hit" when the answer came from the response cache
+	// (WithCache; Cost is then zero and Priced true), "miss" when the
+	// cache was asked and the provider answered, "" without a cache or in
+	// mode off.
+	Cache string
 }
 
 type reportKey struct{}

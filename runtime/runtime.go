@@ -835,6 +835,14 @@ func (rt *Runtime) Chat(ctx context.Context, req *llm.ChatRequest) (*llm.ChatRes
 	if targets, err = rt.supported(req, targets); err != nil {
 		return nil, err
 	}
+	if rt.opts.cache != nil {
+		return rt.cachedChat(ctx, req, targets) // cache.go
+	}
+	return rt.chat(ctx, req, targets)
+}
+
+// chat is Chat past validation: the call to a provider.
+func (rt *Runtime) chat(ctx context.Context, req *llm.ChatRequest, targets []target) (*llm.ChatResult, error) {
 	if err := rt.enter(); err != nil {
 		return nil, err
 	}
@@ -845,7 +853,7 @@ func (rt *Runtime) Chat(ctx context.Context, req *llm.ChatRequest) (*llm.ChatRes
 	tr.tc.Request(req)
 	rt.route(ctx, req, targets, tr) // routing.go
 	var res *llm.ChatResult
-	err = rt.place(ctx, targets, estimateCost(req), tr, tr.wrap(func(ctx context.Context, c *cred, model string) outcome {
+	err := rt.place(ctx, targets, estimateCost(req), tr, tr.wrap(func(ctx context.Context, c *cred, model string) outcome {
 		r := *req
 		r.Model = model
 		dropped := droppedFor(targets, c, model)
@@ -887,6 +895,14 @@ func (rt *Runtime) Stream(ctx context.Context, req *llm.ChatRequest) (*llm.Strea
 	if targets, err = rt.supported(req, targets); err != nil {
 		return nil, err
 	}
+	if rt.opts.cache != nil {
+		return rt.cachedStream(ctx, req, targets) // cache.go
+	}
+	return rt.stream(ctx, req, targets)
+}
+
+// stream is Stream past validation: the call to a provider.
+func (rt *Runtime) stream(ctx context.Context, req *llm.ChatRequest, targets []target) (*llm.Stream, error) {
 	if err := rt.enter(); err != nil {
 		return nil, err
 	}

@@ -344,6 +344,9 @@ func reportBatch(e env, o *batchOpts, st *stack, rep *batch.Report, runErr error
 	if rep.Skipped > 0 {
 		fmt.Fprintf(e.stderr, ", %d already done (skipped)", rep.Skipped)
 	}
+	if rep.Cached > 0 {
+		fmt.Fprintf(e.stderr, ", %d from the cache", rep.Cached)
+	}
 	fmt.Fprintln(e.stderr)
 	if len(rep.Models) > 0 {
 		batchSummary(e, st, rep.Models, len(st.cfg.prices) > 0 || o.native, len(st.cfg.prices) > 0)

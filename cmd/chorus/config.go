@@ -47,6 +47,8 @@ import (
 //	  - {match: "gpt-*", provider: local}
 //	prices:                   # USD per million tokens (see prices.go)
 //	  openai/gpt-4.1-mini: {input: 0.4, cached_input: 0.1, output: 1.6, batch_discount: 0.5}
+//	cache:                    # the response cache (see cache.go)
+//	  {store: sqlite, path: chorus-cache.db, ttl: 24h, max_entries: 100000}
 type fileConfig struct {
 	path      string
 	aliases   []aliasDef
@@ -58,6 +60,7 @@ type fileConfig struct {
 	prices    llm.Prices     // prices.go
 	gateway   gatewayConfig  // serve.go
 	patterns  []patternDef
+	cache     cacheConfig // cache.go
 }
 
 // patternDef is one model_patterns entry: bare names matching match are
@@ -161,8 +164,10 @@ func parseConfig(path string, data []byte) (*fileConfig, error) {
 			return p.gateway(v, cfg) // serve.go
 		case "model_patterns":
 			return p.modelPatterns(v, cfg)
+		case "cache":
+			return p.cache(v, cfg) // cache.go
 		}
-		return p.errf(k, "unknown key %q (known: aliases, providers, limits, defaults, sim, prices, mcp_servers, gateway, model_patterns)", key)
+		return p.errf(k, "unknown key %q (known: aliases, providers, limits, defaults, sim, prices, mcp_servers, gateway, model_patterns, cache)", key)
 	}); err != nil {
 		return nil, err
 	}

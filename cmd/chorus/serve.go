@@ -311,7 +311,7 @@ func cmdServe(ctx context.Context, e env, args []string) int {
 	// The gateway's batch jobs show on the console's Batches page.
 	batches := batch.NewRegistry(20)
 	gopts := gateway.Options{Keys: keys, Logger: slog.New(slog.NewTextHandler(e.stderr, nil)), FilesDir: *filesDir, Batches: batches, FanOut: cfg.gateway.fanOut,
-		DefaultProviders: cfg.gateway.providers, DropUnsupported: cfg.gateway.drop,
+		DefaultProviders: cfg.gateway.providers, DropUnsupported: cfg.gateway.drop, CacheShareAcrossKeys: cfg.cache.share,
 		Console: console.PagePrefix} // a browser at / lands on the console
 	if *nativeBatches {
 		gopts.BatchNative = &batch.Native{Clients: nativeClients(e)}

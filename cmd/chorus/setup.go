@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chorusrt/chorus/cache"
 	"github.com/chorusrt/chorus/providers"
 	"github.com/chorusrt/chorus/runtime"
 	"github.com/chorusrt/chorus/sim"
@@ -37,6 +38,7 @@ type stack struct {
 	cfg      *fileConfig
 	keyed    []string // provider ids with an API key, in registration order
 	attempts *attemptStats
+	cache    *cache.Cache // chorus.yaml's cache:, or nil
 }
 
 // openStack starts the simulator (always registered as provider "sim"),
@@ -47,9 +49,19 @@ func openStack(e env, configPath string, extra ...runtime.Option) (*stack, error
 	if err != nil {
 		return nil, err
 	}
+	if st.cache, err = openCache(st.cfg); err != nil { // cache.go
+		st.sim.Close()
+		return nil, err
+	}
+	if st.cache != nil {
+		opts = append(opts, cacheOption(st.cache))
+	}
 	rt, err := runtime.New(append(opts, extra...)...)
 	if err != nil {
 		st.sim.Close()
+		if st.cache != nil {
+			st.cache.Close()
+		}
 		if configPath != "" {
 			return nil, fmt.Errorf("%s: %w", configPath, err)
 		}
@@ -166,6 +178,9 @@ func (s *stack) close(grace time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	_ = s.rt.Close(ctx)
+	if s.cache != nil {
+		_ = s.cache.Close()
+	}
 	s.sim.Close()
 }
 

@@ -1040,6 +1040,7 @@ func (r *runner) issue20Targets(b *strings.Builder) {
 		fmt.Fprintf(b, "| batch: client CPU per request through the runtime within 1.2× the floor, ahead of every peer | not measured | — |\n")
 	}
 	b.WriteString("| remote streams: pool or batch the per-delta proto struct (about 530 B and 0.8 µs more per delta than local) | not measured by benchrun: `go test -run '^$' -bench Remote ./cluster` measures it (cluster, not the peer comparison) | — |\n")
+	b.WriteString("| response cache: what a hit costs, and what the cache adds to a miss | not measured by benchrun: `go test -run '^$' -bench 'BenchmarkCache|BenchmarkMemChatRuntime' ./runtime` and `go test -run '^$' -bench . ./cache` measure it (hit: memory, SQLite; miss: none, memory, SQLite; figures in docs/cache.md) | — |\n")
 }
 
 // sectionFrameworks is issue 35's comparison: each framework on its own

@@ -1,0 +1,239 @@
+package gateway_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/chorusrt/chorus/cache"
+	"github.com/chorusrt/chorus/gateway"
+	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/llmtest"
+	"github.com/chorusrt/chorus/runtime"
+)
+
+func cacheOpt(t *testing.T) runtime.Option {
+	t.Helper()
+	s, err := cache.NewMemory(cache.Limits{MaxEntries: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cache.New(s, cache.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return runtime.WithCache(c, runtime.CacheOptions{})
+}
+
+var cacheKeys = gateway.Options{Keys: []gateway.Key{
+	{Name: "a", SHA256: gateway.HashKey("gk-a")},
+	{Name: "b", SHA256: gateway.HashKey("gk-b")},
+}}
+
+// TestCacheHeaders: x-chorus-cache says hit or miss; a hit sends nothing
+// upstream and answers what the provider answered, buffered or streamed;
+// key b never reads key a's entry; the request header picks the mode.
+func TestCacheHeaders(t *testing.T) {
+	fx := newFixture(t, cacheKeys, cacheOpt(t))
+	fx.up.Push(llmtest.Step{Reply: &llmtest.Reply{Text: "cached words", Usage: &llm.Usage{PromptTokens: 9, CompletionTokens: 4}}})
+	body := `{"model":"openai/gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`
+	spaced := "{ \"messages\": [ {\"content\": \"hi\", \"role\": \"user\"} ],\n \"model\": \"openai/gpt-4.1-mini\" }"
+	ask := func(key, b string, hdr ...string) answer {
+		t.Helper()
+		a := fx.do(t, "POST", "/v1/chat/completions", b, append([]string{"Authorization", "Bearer " + key}, hdr...)...)
+		if a.status != 200 {
+			t.Fatalf("status %d: %s", a.status, a.body)
+		}
+		return a
+	}
+	first := ask("gk-a", body)
+	second := ask("gk-a", spaced)
+	if first.header.Get("x-chorus-cache") != "miss" || second.header.Get("x-chorus-cache") != "hit" || fx.up.Count() != 1 {
+		t.Fatalf("x-chorus-cache %q then %q, upstream %d; want miss, hit, 1", first.header.Get("x-chorus-cache"), second.header.Get("x-chorus-cache"), fx.up.Count())
+	}
+	var a, b struct {
+		Choices []struct {
+			Message struct{ Content string }
+		}
+		Usage struct {
+			PromptTokens     int `json:"prompt_tokens"`
+			CompletionTokens int `json:"completion_tokens"`
+		}
+	}
+	decode(t, first.body, &a)
+	decode(t, second.body, &b)
+	if b.Choices[0].Message.Content != "cached words" || b.Usage != a.Usage || b.Usage.CompletionTokens != 4 {
+		t.Fatalf("hit %+v, provider's %+v", b, a)
+	}
+	if c := second.header.Get("x-chorus-cost-usd"); c != "" && c != "0" {
+		t.Fatalf("a hit costs %s", c)
+	}
+	// Streamed, from the buffered entry.
+	st := ask("gk-a", strings.Replace(body, `"messages"`, `"stream":true,"messages"`, 1))
+	if st.header.Get("x-chorus-cache") != "hit" || fx.up.Count() != 1 {
+		t.Fatalf("stream: x-chorus-cache %q, upstream %d", st.header.Get("x-chorus-cache"), fx.up.Count())
+	}
+	var text strings.Builder
+	for _, d := range sseData(st.body) {
+		if d == "[DONE]" {
+			continue
+		}
+		var ch struct {
+			Choices []struct {
+				Delta struct{ Content string }
+			}
+		}
+		decode(t, []byte(d), &ch)
+		for _, c := range ch.Choices {
+			text.WriteString(c.Delta.Content)
+		}
+	}
+	if text.String() != "cached words" {
+		t.Fatalf("streamed hit text %q", text.String())
+	}
+	// Key b has its own namespace.
+	if got := ask("gk-b", body).header.Get("x-chorus-cache"); got != "miss" || fx.up.Count() != 2 {
+		t.Fatalf("key b: %q, upstream %d; want a miss", got, fx.up.Count())
+	}
+	// The request header picks the mode.
+	if got := ask("gk-a", body, "x-chorus-cache", "off").header.Get("x-chorus-cache"); got != "" || fx.up.Count() != 3 {
+		t.Fatalf("off: %q, upstream %d", got, fx.up.Count())
+	}
+	bad := fx.do(t, "POST", "/v1/chat/completions", body, "Authorization", "Bearer gk-a", "x-chorus-cache", "sometimes")
+	if bad.status != 400 || !strings.Contains(string(bad.body), "x-chorus-cache") || fx.up.Count() != 3 {
+		t.Fatalf("bad mode: %d %s", bad.status, bad.body)
+	}
+}
+
+// TestCacheShareAcrossKeys: one namespace for every key.
+func TestCacheShareAcrossKeys(t *testing.T) {
+	opts := cacheKeys
+	opts.CacheShareAcrossKeys = true
+	fx := newFixture(t, opts, cacheOpt(t))
+	body := `{"model":"openai/gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`
+	fx.do(t, "POST", "/v1/chat/completions", body, "Authorization", "Bearer gk-a")
+	if got := fx.do(t, "POST", "/v1/chat/completions", body, "Authorization", "Bearer gk-b").header.Get("x-chorus-cache"); got != "hit" || fx.up.Count() != 1 {
+		t.Fatalf("key b after key a, shared: %q, upstream %d", got, fx.up.Count())
+	}
+}
+
+// TestCacheBatchNamespace: a gateway batch's lines cache in their key's
+// namespace: the key's own chat call is then a hit, another key's a miss,
+// and the batch's output line of a hit says so.
+func TestCacheBatchNamespace(t *testing.T) {
+	f := newFixture(t, batchKeys(), cacheOpt(t))
+	input := `{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"openai/gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}}` + "\n"
+	run := func() []map[string]any {
+		t.Helper()
+		var file struct{ ID string }
+		decode(t, f.upload(t, "gk-batcher", "batch", "in.jsonl", []byte(input)).body, &file)
+		var created batchObj
+		decode(t, f.do(t, "POST", "/v1/batches", `{"input_file_id":"`+file.ID+`","endpoint":"/v1/chat/completions","completion_window":"24h"}`, "Authorization", "Bearer gk-batcher").body, &created)
+		b := f.waitBatch(t, "gk-batcher", created.ID)
+		if b.Status != "completed" || b.OutputFileID == nil {
+			t.Fatalf("batch %+v", b)
+		}
+		return lines(f.do(t, "GET", "/v1/files/"+*b.OutputFileID+"/content", "", "Authorization", "Bearer gk-batcher").body)
+	}
+	if l := run(); len(l) != 1 || l[0]["cache"] != nil {
+		t.Fatalf("first run: %v", l)
+	}
+	if l := run(); len(l) != 1 || l[0]["cache"] != "hit" || f.up.Count() != 1 {
+		t.Fatalf("second run: %v, upstream %d", l, f.up.Count())
+	}
+	body := `{"model":"openai/gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`
+	if got := f.do(t, "POST", "/v1/chat/completions", body, "Authorization", "Bearer gk-batcher").header.Get("x-chorus-cache"); got != "hit" {
+		t.Fatalf("the batch key's chat: %q, want hit", got)
+	}
+	if got := f.do(t, "POST", "/v1/chat/completions", body, "Authorization", "Bearer gk-other").header.Get("x-chorus-cache"); got != "miss" {
+		t.Fatalf("another key's chat: %q, want miss", got)
+	}
+}
+
+// TestCacheFanOutNamespace: a fan-out's calls cache in the key's
+// namespace too.
+func TestCacheFanOutNamespace(t *testing.T) {
+	opts := cacheKeys
+	opts.FanOut = map[string][]string{"both": {"openai/gpt-4.1-mini", "anthropic/claude-haiku-4-5"}}
+	fx := newFixture(t, opts, cacheOpt(t))
+	fan := `{"model":"both","messages":[{"role":"user","content":"hi"}]}`
+	for _, key := range []string{"gk-a", "gk-a", "gk-b"} {
+		if a := fx.do(t, "POST", "/v1/chat/completions", fan, "Authorization", "Bearer "+key); a.status != 200 {
+			t.Fatalf("fan-out: %d %s", a.status, a.body)
+		}
+	}
+	if fx.up.Count() != 4 {
+		t.Fatalf("upstream requests = %d, want 4 (key a twice: 2, key b: 2 more)", fx.up.Count())
+	}
+	one := `{"model":"openai/gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`
+	if got := fx.do(t, "POST", "/v1/chat/completions", one, "Authorization", "Bearer gk-b").header.Get("x-chorus-cache"); got != "hit" {
+		t.Fatalf("key b's single call after its fan-out: %q, want hit", got)
+	}
+}
+
+// TestCacheAcrossFormats: the client's wire format is not in the key: a
+// question asked on OpenAI's route is a hit on Anthropic's, answered in
+// Anthropic's shape.
+func TestCacheAcrossFormats(t *testing.T) {
+	fx := newFixture(t, cacheKeys, cacheOpt(t))
+	fx.up.Push(llmtest.Step{Reply: &llmtest.Reply{Text: "same either way", Usage: &llm.Usage{PromptTokens: 6, CompletionTokens: 3}}})
+	oa := fx.do(t, "POST", "/v1/chat/completions", `{"model":"anthropic/claude-haiku-4-5","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`, "Authorization", "Bearer gk-a")
+	an := fx.do(t, "POST", "/v1/messages", `{"model":"anthropic/claude-haiku-4-5","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`, "Authorization", "Bearer gk-a", "anthropic-version", "2023-06-01")
+	if oa.status != 200 || an.status != 200 || oa.header.Get("x-chorus-cache") != "miss" || an.header.Get("x-chorus-cache") != "hit" || fx.up.Count() != 1 {
+		t.Fatalf("openai route %d %q, anthropic route %d %q %s, upstream %d", oa.status, oa.header.Get("x-chorus-cache"), an.status, an.header.Get("x-chorus-cache"), an.body, fx.up.Count())
+	}
+	var m struct {
+		Type    string
+		Content []struct{ Type, Text string }
+		Usage   struct {
+			InputTokens  int `json:"input_tokens"`
+			OutputTokens int `json:"output_tokens"`
+		}
+	}
+	decode(t, an.body, &m)
+	if m.Type != "message" || len(m.Content) != 1 || m.Content[0].Text != "same either way" || m.Usage.OutputTokens != 3 || m.Usage.InputTokens != 6 {
+		t.Fatalf("anthropic answer from the cache: %s", an.body)
+	}
+}
+
+// TestCacheGeminiStream: a Gemini client's streamed request is answered
+// from the cache in Gemini's stream shape: text, the function call, the
+// finish and the usage as the provider's stream had them.
+func TestCacheGeminiStream(t *testing.T) {
+	fx := newFixture(t, cacheKeys, cacheOpt(t))
+	fx.up.Push(llmtest.Respond(llmtest.Reply{Deltas: []string{"un ", "deux"}, ToolCalls: []llm.ToolCall{{ID: "call_g", Name: "f", Arguments: `{"n":2}`}}, Usage: &llm.Usage{PromptTokens: 7, CompletionTokens: 4}}))
+	const body = `{"contents":[{"role":"user","parts":[{"text":"count"}]}],"tools":[{"functionDeclarations":[{"name":"f","parameters":{"type":"object"}}]}]}`
+	type seen struct {
+		text, call, finish string
+		usage              [3]int
+	}
+	var got [2]seen
+	for i := range 2 {
+		a := fx.do(t, "POST", "/v1beta/models/gemini/gemini-2.5-flash:streamGenerateContent?alt=sse", body, "x-goog-api-key", "gk-a")
+		if want := []string{"miss", "hit"}[i]; a.status != 200 || a.header.Get("x-chorus-cache") != want {
+			t.Fatalf("call %d: %d %q, want %s: %s", i, a.status, a.header.Get("x-chorus-cache"), want, a.body)
+		}
+		for _, d := range sseData(a.body) {
+			var c geminiResponse
+			decode(t, []byte(d), &c)
+			for _, p := range c.Candidates[0].Content.Parts {
+				if p.Text != nil {
+					got[i].text += *p.Text
+				}
+				if p.FunctionCall != nil {
+					got[i].call = p.FunctionCall.Name + fmt.Sprint(p.FunctionCall.Args)
+				}
+			}
+			if c.Candidates[0].FinishReason != "" {
+				got[i].finish = c.Candidates[0].FinishReason
+			}
+			if u := c.UsageMetadata; u != nil && u.TotalTokenCount > 0 {
+				got[i].usage = [3]int{u.PromptTokenCount, u.CandidatesTokenCount, u.TotalTokenCount}
+			}
+		}
+	}
+	if got[0] != got[1] || got[0].text != "un deux" || got[0].call == "" || got[0].usage[2] != 11 || fx.up.Count() != 1 {
+		t.Fatalf("from the provider %+v, from the cache %+v, upstream %d", got[0], got[1], fx.up.Count())
+	}
+}
