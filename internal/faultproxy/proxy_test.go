@@ -93,6 +93,14 @@ func TestPassesBytes(t *testing.T) {
 	if s, err := c.roundTrip("hello", 5*time.Second); err != nil || s != "hello\n" {
 		t.Fatalf("%q %v", s, err)
 	}
+	// The count follows the write the client already read from: wait for it.
+	deadline := time.Now().Add(5 * time.Second)
+	for st := p.Stats(); st.BytesDown != 6; st = p.Stats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats %+v", st)
+		}
+		time.Sleep(time.Millisecond)
+	}
 	if st := p.Stats(); st.Accepted != 1 || st.BytesUp != 6 || st.BytesDown != 6 {
 		t.Fatalf("stats %+v", st)
 	}
