@@ -71,7 +71,9 @@ func count(t *testing.T, st requestlog.Store) int64 {
 // TestLoggerWritesEveryRecord: 20,000 records from 8 goroutines, all
 // written, in batches.
 func TestLoggerWritesEveryRecord(t *testing.T) {
-	fs := &faultyStore{Store: openSQLite(t)}
+	inner := openSQLite(t)
+	defer inner.Close()
+	fs := &faultyStore{Store: nopClose{inner}}
 	lg := requestlog.New(fs, requestlog.Options{Queue: 50000})
 	var wg sync.WaitGroup
 	for g := range 8 {
@@ -84,12 +86,9 @@ func TestLoggerWritesEveryRecord(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	inner := fs.Store
-	fs.Store = nopClose{inner}
 	if err := lg.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	defer inner.Close()
 	s := lg.Stats()
 	if s.Logged != 20000 || s.Written != 20000 || s.Dropped != 0 || s.Queued != 0 {
 		t.Fatalf("stats %+v", s)
