@@ -58,6 +58,8 @@ type fileConfig struct {
 	prices    llm.Prices     // prices.go
 	gateway   gatewayConfig  // serve.go
 	patterns  []patternDef
+
+	requestLog requestLogConfig // request_log: (requestlog.go)
 }
 
 // patternDef is one model_patterns entry: bare names matching match are
@@ -161,8 +163,10 @@ func parseConfig(path string, data []byte) (*fileConfig, error) {
 			return p.gateway(v, cfg) // serve.go
 		case "model_patterns":
 			return p.modelPatterns(v, cfg)
+		case "request_log":
+			return p.requestLog(v, cfg) // requestlog.go
 		}
-		return p.errf(k, "unknown key %q (known: aliases, providers, limits, defaults, sim, prices, mcp_servers, gateway, model_patterns)", key)
+		return p.errf(k, "unknown key %q (known: aliases, providers, limits, defaults, sim, prices, mcp_servers, gateway, model_patterns, request_log)", key)
 	}); err != nil {
 		return nil, err
 	}
