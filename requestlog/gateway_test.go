@@ -44,7 +44,7 @@ type told struct {
 
 // newGateway is a gateway over llmtest upstreams (every format, priced)
 // with lg as its RequestLog and two keys.
-func newGateway(t *testing.T, lg gateway.RequestLog) (*httptest.Server, func()) {
+func newGateway(t testing.TB, lg gateway.RequestLog) (*httptest.Server, func()) {
 	t.Helper()
 	up := llmtest.NewServer()
 	up.SetResponder(func(r llmtest.Recorded) llmtest.Step {
