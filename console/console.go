@@ -176,6 +176,8 @@ func (h *Handler) routes() {
 	m.Handle("GET "+PagePrefix+"sessions/{id}", h.auth.page(h.pageSession))
 	m.Handle("GET "+PagePrefix+"approvals", h.auth.page(h.pageApprovals))
 	m.Handle("GET "+PagePrefix+"cluster", h.auth.page(h.pageCluster))
+	m.Handle("GET "+PagePrefix+"requests", h.auth.page(h.pageRequests)) // requests_pages.go
+	m.Handle("GET "+PagePrefix+"usage", h.auth.page(h.pageUsage))
 	h.mux = m
 }
 
