@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -212,11 +213,19 @@ func checkRecords(t *testing.T, st requestlog.Store, out []told) int {
 	return len(seen) + failed
 }
 
-// TestGatewayLogsEveryRequest: 4,000 requests through the gateway; the log
-// holds exactly one record per answered request with its usage and the
-// cost the client was told (x-chorus-cost-usd, header or trailer).
+// TestGatewayLogsEveryRequest: 4,000 requests through the gateway
+// ($CHORUS_REQUESTLOG_REQUESTS to send more: 100000 for the run);
+// the log holds exactly one record per answered request with its usage and
+// the cost the client was told (x-chorus-cost-usd, header or trailer).
 func TestGatewayLogsEveryRequest(t *testing.T) {
-	const n = 4000
+	n := 4000
+	if s := os.Getenv("CHORUS_REQUESTLOG_REQUESTS"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil || n < 100 {
+			t.Fatalf("CHORUS_REQUESTLOG_REQUESTS=%q: want a number of 100 or more", s)
+		}
+	}
+	start := time.Now()
 	st := openSQLite(t)
 	lg := requestlog.New(nopClose{st}, requestlog.Options{})
 	defer st.Close()
@@ -228,7 +237,7 @@ func TestGatewayLogsEveryRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := lg.Stats()
-	if got := checkRecords(t, st, out); got != n || s.Logged != n || s.Written != n || s.Dropped != 0 {
+	if got := checkRecords(t, st, out); got != n || s.Logged != int64(n) || s.Written != int64(n) || s.Dropped != 0 {
 		t.Fatalf("%d records of %d requests; stats %+v", got, n, s)
 	}
 	rows, err := st.Usage(context.Background(), requestlog.UsageQuery{GroupBy: "key"})
@@ -239,10 +248,10 @@ func TestGatewayLogsEveryRequest(t *testing.T) {
 	for _, tl := range out {
 		cost += tl.cost
 	}
-	if len(rows) != 2 || rows[0].Group != "team-a" || rows[0].Requests != n/2 || fmt.Sprintf("%.6f", rows[0].Cost+rows[1].Cost) != fmt.Sprintf("%.6f", cost) {
+	if len(rows) != 2 || rows[0].Group != "team-a" || rows[0].Requests != int64(n/2) || fmt.Sprintf("%.6f", rows[0].Cost+rows[1].Cost) != fmt.Sprintf("%.6f", cost) {
 		t.Fatalf("usage per key %+v; clients were told $%.6f", rows, cost)
 	}
-	t.Logf("%d requests, %d records, $%.4f told and logged", n, s.Written, cost)
+	t.Logf("%d requests, %d records, $%.4f told and logged (%v)", n, s.Written, cost, time.Since(start).Round(time.Millisecond))
 }
 
 // TestGatewayStoreHangs: the store hangs for the middle third of 3,000
