@@ -9,6 +9,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/chorusrt/chorus/batch"
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/requestlog"
 	"github.com/chorusrt/chorus/runtime"
@@ -16,9 +17,11 @@ import (
 
 // RequestLog receives one record per call the gateway placed on the
 // runtime: chat completions, Responses, messages and generateContent,
-// buffered or streamed, and embeddings, answered or failed. A request
-// refused before its call (authentication, a malformed body, the key's
-// model list or limits) and fan-out requests are not recorded. Log is
+// buffered or streamed, embeddings, and each live line of a batch (with
+// its batch and line id), answered or failed. A request refused before
+// its call (authentication, a malformed body, the key's model list or
+// limits), fan-out requests and lines sent to a provider's own batch API
+// are not recorded. Log is
 // called on the request's goroutine and must not block:
 // *requestlog.Logger queues and returns.
 type RequestLog interface {
@@ -30,14 +33,16 @@ var formatNames = [...]string{formatOpenAI: "openai", formatAnthropic: "anthropi
 // logCall is one call's record in the making; its methods do nothing
 // when the Handler has no RequestLog.
 type logCall struct {
-	lg        RequestLog
-	r         *http.Request
-	ks        *keyState
-	f         format
-	requested string
-	stream    bool
-	start     time.Time
-	ttft      time.Duration
+	lg          RequestLog
+	ctx         context.Context // the trace's
+	route       string
+	ks          *keyState
+	f           format
+	requested   string
+	stream      bool
+	batch, line string
+	start       time.Time
+	ttft        time.Duration
 }
 
 // logStart begins the record of a call to requested (the client's name).
@@ -45,7 +50,17 @@ func (h *Handler) logStart(r *http.Request, ks *keyState, f format, requested st
 	if h.opts.RequestLog == nil {
 		return logCall{}
 	}
-	return logCall{lg: h.opts.RequestLog, r: r, ks: ks, f: f, requested: requested, stream: stream, start: time.Now()}
+	return logCall{lg: h.opts.RequestLog, ctx: r.Context(), route: r.Pattern, ks: ks, f: f, requested: requested, stream: stream, start: time.Now()}
+}
+
+// logLine begins the record of a live line of batch id, on route (the
+// line's url, as the gateway serves it).
+func (h *Handler) logLine(ctx context.Context, ks *keyState, id, route, requested string) logCall {
+	if h.opts.RequestLog == nil {
+		return logCall{}
+	}
+	return logCall{lg: h.opts.RequestLog, ctx: ctx, route: route, ks: ks, f: formatOpenAI, requested: requested,
+		batch: id, line: batch.LineOf(ctx), start: time.Now()}
 }
 
 // first marks a stream's first event.
@@ -62,7 +77,7 @@ func (c *logCall) end(rep *runtime.CallReport, u llm.Usage, err error) {
 		return
 	}
 	rec := requestlog.Record{
-		Time: c.start, Route: c.r.Pattern, Format: formatNames[c.f], Requested: c.requested, Stream: c.stream,
+		Time: c.start, Route: c.route, Format: formatNames[c.f], Requested: c.requested, Stream: c.stream, BatchID: c.batch, LineID: c.line,
 		Model: rep.Model, Provider: rep.Provider, Step: rep.Step, Attempts: rep.Attempts, Queue: rep.QueueWait,
 		TTFT: c.ttft, Latency: time.Since(c.start), Status: http.StatusOK,
 		InputTokens: u.InputTokens(), CachedTokens: u.CacheReadTokens, OutputTokens: u.CompletionTokens,
@@ -73,7 +88,7 @@ func (c *logCall) end(rep *runtime.CallReport, u llm.Usage, err error) {
 	if c.ks != nil {
 		rec.KeyFingerprint, rec.KeyName = hex.EncodeToString(c.ks.key.SHA256[:8]), c.ks.key.Name
 	}
-	if sc := trace.SpanContextFromContext(c.r.Context()); sc.HasTraceID() {
+	if sc := trace.SpanContextFromContext(c.ctx); sc.HasTraceID() {
 		rec.TraceID = sc.TraceID().String()
 	}
 	if err != nil {

@@ -280,7 +280,9 @@ func TestGatewayStoreHangs(t *testing.T) {
 	}
 	s := lg.Stats()
 	got := checkRecords(t, inner, out)
-	if s.Logged != n || s.Written+s.Dropped != n || int64(got) != s.Written || during.Dropped < n/3-250 {
+	// While hung at most Queue + two batches are held (one taken just
+	// before the hang, one waiting on it): the rest of the 1,000 dropped.
+	if s.Logged != n || s.Written+s.Dropped != n || int64(got) != s.Written || during.Dropped < n/3-300 {
 		t.Fatalf("%d records; stats %+v (while hung: %+v)", got, s, during)
 	}
 	t.Logf("%d requests answered while the store hung (%v); %d written, %d dropped and counted", n/3, hung, s.Written, s.Dropped)
