@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
 )
 
 // Options configures a Logger. The zero value works.
@@ -30,6 +32,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the retention's clock (default time.Now).
 	Now func() time.Time
+	// MeterProvider receives the Logger's metrics (metrics.go; default
+	// the global provider).
+	MeterProvider metric.MeterProvider
 }
 
 // Stats counts what a Logger did with its records.
@@ -64,6 +69,7 @@ type Logger struct {
 	done      chan struct{}
 	mu        sync.RWMutex // Log holds it shared, Close exclusively once
 	closed    bool
+	unmetric  func()
 }
 
 // New starts a Logger writing to st. Close it to flush; Close also closes
@@ -92,6 +98,7 @@ func New(st Store, opts Options) *Logger {
 		l.log = slog.New(slog.DiscardHandler)
 	}
 	l.abort, l.cancel = context.WithCancel(context.Background())
+	l.unmetric = l.registerMetrics(opts.MeterProvider)
 	go l.run()
 	return l
 }
@@ -135,6 +142,7 @@ func (l *Logger) Close(ctx context.Context) error {
 		l.closed = true
 		l.mu.Unlock()
 		close(l.closing)
+		l.unmetric()
 	})
 	var err error
 	select {
