@@ -15,7 +15,8 @@ import (
 )
 
 // TestBrowserRequests drives the Requests and Usage pages in chromium over
-// a log of 1,200 records of the last day: the first page, a filter by model
+// a log of 1,200 records of the last 20 hours (inside the Usage page's
+// default day, whatever the hour): the first page, a filter by model
 // and status, a record opened, the next page, a bad filter named, and the
 // Usage page's charts (a series per model) and totals read back; every page
 // is captured.
@@ -34,7 +35,7 @@ func TestBrowserRequests(t *testing.T) {
 	errsOfMini := 0
 	for i := range 1200 {
 		r := requestlog.Record{
-			Time: now.Add(-time.Duration(1200-i) * 71 * time.Second), KeyName: []string{"team-a", "team-b"}[i%2], KeyFingerprint: fmt.Sprintf("%016x", i%2),
+			Time: now.Add(-time.Duration(1200-i) * time.Minute), KeyName: []string{"team-a", "team-b"}[i%2], KeyFingerprint: fmt.Sprintf("%016x", i%2),
 			Route: "POST /v1/chat/completions", Format: "openai", Requested: "fast", Model: models[i%3], Provider: strings.Split(models[i%3], "/")[0],
 			Attempts: 1, Status: 200, Stream: i%2 == 0, Latency: time.Duration(200+(i%3)*150+i%40*5) * time.Millisecond,
 			TTFT: time.Duration(50+i%20) * time.Millisecond, InputTokens: 1000 + i, CachedTokens: i % 100, OutputTokens: 200, Cost: 0.0005 * float64(1+i%3),
