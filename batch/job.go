@@ -625,6 +625,9 @@ func (r *run) fallbackModel(embed bool) (string, error) {
 func (r *run) do(ctx context.Context, it *item) (res *result) {
 	ctx, endLine := r.startLine(ctx, it)
 	defer func() { endLine(res) }() // after the recovery below
+
+	// The Runner learns which line it serves (LineOf, lineid.go).
+	ctx = context.WithValue(ctx, lineKey{}, it.customID)
 	res = &result{item: it, start: time.Now()}
 	defer func() {
 		if v := recover(); v != nil {

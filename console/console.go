@@ -11,6 +11,7 @@ import (
 
 	"github.com/chorusrt/chorus/batch"
 	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/requestlog"
 	"github.com/chorusrt/chorus/runtime"
 	"github.com/chorusrt/chorus/session"
 	"github.com/chorusrt/chorus/store"
@@ -62,6 +63,9 @@ type Options struct {
 	// session it runs or holds with approvals pending (Manager.Live), so
 	// that the Approvals page misses none of this process's (default 500).
 	ListLimit int
+	// RequestLog, when set, is the gateway's request log, read by GET
+	// /api/console/requests and /api/console/usage (requests.go).
+	RequestLog *requestlog.Logger
 	// Logger receives the console's log lines (default: discarded).
 	Logger *slog.Logger
 }
@@ -150,6 +154,8 @@ func (h *Handler) routes() {
 	m.Handle("GET "+APIPrefix+"sessions/{id}/events", read(h.streamSession))
 	m.Handle("GET "+APIPrefix+"approvals", read(h.apiApprovals))
 	m.Handle("GET "+APIPrefix+"cluster", read(h.apiCluster))
+	m.Handle("GET "+APIPrefix+"requests", read(h.apiRequests)) // requests.go
+	m.Handle("GET "+APIPrefix+"usage", read(h.apiUsage))
 	// API: state changes.
 	m.Handle("POST "+APIPrefix+"sessions/{id}/approve", write(h.apiResolve(true)))
 	m.Handle("POST "+APIPrefix+"sessions/{id}/reject", write(h.apiResolve(false)))
@@ -170,6 +176,8 @@ func (h *Handler) routes() {
 	m.Handle("GET "+PagePrefix+"sessions/{id}", h.auth.page(h.pageSession))
 	m.Handle("GET "+PagePrefix+"approvals", h.auth.page(h.pageApprovals))
 	m.Handle("GET "+PagePrefix+"cluster", h.auth.page(h.pageCluster))
+	m.Handle("GET "+PagePrefix+"requests", h.auth.page(h.pageRequests)) // requests_pages.go
+	m.Handle("GET "+PagePrefix+"usage", h.auth.page(h.pageUsage))
 	h.mux = m
 }
 

@@ -22,7 +22,7 @@ type pages struct {
 	sets map[string]*template.Template
 }
 
-var pageNames = []string{"login", "credentials", "batches", "sessions", "session", "approvals", "cluster"}
+var pageNames = []string{"login", "credentials", "batches", "sessions", "session", "approvals", "cluster", "requests", "usage"}
 
 func newPages() (*pages, error) {
 	funcs := template.FuncMap{

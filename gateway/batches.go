@@ -505,7 +505,7 @@ func (h *Handler) runJob(ctx context.Context, b *batchJob, inPath string, ks *ke
 	}
 	job := batch.Job{
 		Input: in, InputName: b.sb.Batch.InputFileID, Output: out,
-		Runner:      lineRunner{h: h, ks: ks},
+		Runner:      lineRunner{h: h, ks: ks, id: id},
 		Concurrency: h.opts.BatchConcurrency,
 		Resolve:     func(model string) (string, error) { return h.rt.Resolve(model, h.defaultProvider(formatOpenAI)) },
 		Observe: func(ev batch.Event) {
@@ -753,6 +753,7 @@ func (h *Handler) splitOutput(id, owner string) (outID, errID *string, counts op
 type lineRunner struct {
 	h  *Handler
 	ks *keyState
+	id string // the batch's, for the request log
 }
 
 func (l lineRunner) refuse(model string) error {
@@ -776,12 +777,16 @@ func (l lineRunner) Chat(ctx context.Context, req *llm.ChatRequest) (*llm.ChatRe
 		return nil, err
 	}
 	ctx = runtime.WithCacheNamespace(ctx, l.h.cacheNamespace(l.ks)) // cache.go
-	if l.ks == nil || l.ks.key.BudgetUSD <= 0 {
+	if (l.ks == nil || l.ks.key.BudgetUSD <= 0) && l.h.opts.RequestLog == nil {
 		return l.h.rt.Chat(ctx, req)
 	}
 	rep := new(runtime.CallReport)
+	lc := l.h.logLine(ctx, l.ks, l.id, "POST /v1/chat/completions", req.Model) // requestlog.go
 	res, err := l.h.rt.Chat(runtime.WithCallReport(ctx, rep), req)
-	l.ks.charge(rep)
+	lc.end(rep, resUsage(res), err)
+	if l.ks != nil {
+		l.ks.charge(rep)
+	}
 	return res, err
 }
 
@@ -790,11 +795,15 @@ func (l lineRunner) Embed(ctx context.Context, req *llm.EmbedRequest) (*llm.Embe
 	if err := l.refuse(req.Model); err != nil {
 		return nil, err
 	}
-	if l.ks == nil || l.ks.key.BudgetUSD <= 0 {
+	if (l.ks == nil || l.ks.key.BudgetUSD <= 0) && l.h.opts.RequestLog == nil {
 		return l.h.rt.Embed(ctx, req)
 	}
 	rep := new(runtime.CallReport)
+	lc := l.h.logLine(ctx, l.ks, l.id, "POST /v1/embeddings", req.Model) // requestlog.go
 	res, err := l.h.rt.Embed(runtime.WithCallReport(ctx, rep), req)
-	l.ks.charge(rep)
+	lc.end(rep, embedUsage(res), err)
+	if l.ks != nil {
+		l.ks.charge(rep)
+	}
 	return res, err
 }

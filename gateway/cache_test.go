@@ -3,12 +3,14 @@ package gateway_test
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/chorusrt/chorus/cache"
 	"github.com/chorusrt/chorus/gateway"
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/llmtest"
+	"github.com/chorusrt/chorus/requestlog"
 	"github.com/chorusrt/chorus/runtime"
 )
 
@@ -235,5 +237,39 @@ func TestCacheGeminiStream(t *testing.T) {
 	}
 	if got[0] != got[1] || got[0].text != "un deux" || got[0].call == "" || got[0].usage[2] != 11 || fx.up.Count() != 1 {
 		t.Fatalf("from the provider %+v, from the cache %+v, upstream %d", got[0], got[1], fx.up.Count())
+	}
+}
+
+// recLog keeps the records a gateway logs.
+type recLog struct {
+	mu   sync.Mutex
+	recs []requestlog.Record
+}
+
+func (l *recLog) Log(r requestlog.Record) {
+	l.mu.Lock()
+	l.recs = append(l.recs, r)
+	l.mu.Unlock()
+}
+
+// TestCacheHitsAreLogged: with the request log on, the record of a call
+// the cache answered says so (and costs nothing); the first call's does
+// not.
+func TestCacheHitsAreLogged(t *testing.T) {
+	lg := &recLog{}
+	opts := cacheKeys
+	opts.RequestLog = lg
+	fx := newFixture(t, opts, cacheOpt(t))
+	fx.up.Push(llmtest.Text("once"))
+	body := `{"model":"openai/gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`
+	for i, want := range []string{"miss", "hit"} {
+		if a := fx.do(t, "POST", "/v1/chat/completions", body, "Authorization", "Bearer gk-a"); a.status != 200 || a.header.Get("x-chorus-cache") != want {
+			t.Fatalf("call %d: %d %q %s", i, a.status, a.header.Get("x-chorus-cache"), a.body)
+		}
+	}
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	if len(lg.recs) != 2 || lg.recs[0].CacheHit || !lg.recs[1].CacheHit || lg.recs[1].Cost != 0 {
+		t.Fatalf("records %+v", lg.recs)
 	}
 }

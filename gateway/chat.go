@@ -67,8 +67,10 @@ func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, ks *keyState
 	}
 	rep := new(runtime.CallReport)
 	ctx := runtime.WithCallReport(cctx, rep)
+	lc := h.logStart(r, ks, c.f, model, stream) // requestlog.go
 	if !stream {
 		res, err := h.rt.Chat(ctx, req)
+		lc.end(rep, resUsage(res), err)
 		if err != nil {
 			adm.end(llm.Usage{})
 			chorusHeaders(w.Header(), rep, nil)
@@ -89,17 +91,19 @@ func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, ks *keyState
 	}
 	s, err := h.rt.Stream(ctx, req)
 	if err != nil {
+		lc.end(rep, llm.Usage{}, err)
 		adm.end(llm.Usage{})
 		h.fail(w, c.f, errorFor(err))
 		return
 	}
-	h.relay(w, c.f, s, c.stream(), rep, &adm)
+	h.relay(w, c.f, s, c.stream(), rep, &adm, &lc)
 }
 
 // relay pumps a stream with the x-chorus-* headers known at its first
 // event, sends its cost as a trailer when priced, and charges the key.
-func (h *Handler) relay(w http.ResponseWriter, f format, s *llm.Stream, enc streamEncoder, rep *runtime.CallReport, adm *admission) {
-	res, _ := h.pump(w, f, s, enc, func(hd http.Header) { chorusHeaders(hd, rep, nil) })
+func (h *Handler) relay(w http.ResponseWriter, f format, s *llm.Stream, enc streamEncoder, rep *runtime.CallReport, adm *admission, lc *logCall) {
+	res, err := h.pump(w, f, s, enc, func(hd http.Header) { lc.first(); chorusHeaders(hd, rep, nil) })
+	lc.end(rep, resUsage(res), err)
 	// pump returned after the stream's Result: the whole report is final.
 	if rep.Priced {
 		w.Header().Set(http.TrailerPrefix+"x-chorus-cost-usd", strconv.FormatFloat(rep.Cost, 'f', -1, 64))

@@ -128,6 +128,9 @@ type Options struct {
 	// global TracerProvider). Give it the runtime's, so that each server
 	// span and the runtime's spans of its call are one trace.
 	Telemetry *telemetry.Telemetry
+	// RequestLog, when set, receives one record per call (requestlog.go):
+	// a *requestlog.Logger writes them off the request's path.
+	RequestLog RequestLog
 	// Console is the path the console is mounted at beside the gateway
 	// ("/console/"): a browser opening / is sent there (root.go). Empty:
 	// no console.

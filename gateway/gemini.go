@@ -104,7 +104,9 @@ func (h *Handler) geminiEmbed(w http.ResponseWriter, r *http.Request, model stri
 	}
 	req.Model = served
 	rep := new(runtime.CallReport)
+	lc := h.logStart(r, ks, f, model, false) // requestlog.go
 	res, err := h.rt.Embed(runtime.WithCallReport(r.Context(), rep), req)
+	lc.end(rep, embedUsage(res), err)
 	if err != nil {
 		adm.end(llm.Usage{})
 		chorusHeaders(w.Header(), rep, nil)

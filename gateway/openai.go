@@ -152,7 +152,9 @@ func (h *Handler) openAIEmbeddings(w http.ResponseWriter, r *http.Request) {
 	rep := new(runtime.CallReport)
 	call := *req
 	call.Model = served
+	lc := h.logStart(r, ks, f, req.Model, false) // requestlog.go
 	res, err := h.rt.Embed(runtime.WithCallReport(r.Context(), rep), &call)
+	lc.end(rep, embedUsage(res), err)
 	if err != nil {
 		adm.end(llm.Usage{})
 		chorusHeaders(w.Header(), rep, nil)

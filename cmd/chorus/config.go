@@ -61,6 +61,8 @@ type fileConfig struct {
 	gateway   gatewayConfig  // serve.go
 	patterns  []patternDef
 	cache     cacheConfig // cache.go
+
+	requestLog requestLogConfig // request_log: (requestlog.go)
 }
 
 // patternDef is one model_patterns entry: bare names matching match are
@@ -166,8 +168,10 @@ func parseConfig(path string, data []byte) (*fileConfig, error) {
 			return p.modelPatterns(v, cfg)
 		case "cache":
 			return p.cache(v, cfg) // cache.go
+		case "request_log":
+			return p.requestLog(v, cfg) // requestlog.go
 		}
-		return p.errf(k, "unknown key %q (known: aliases, providers, limits, defaults, sim, prices, mcp_servers, gateway, model_patterns, cache)", key)
+		return p.errf(k, "unknown key %q (known: aliases, providers, limits, defaults, sim, prices, mcp_servers, gateway, model_patterns, cache, request_log)", key)
 	}); err != nil {
 		return nil, err
 	}

@@ -21,6 +21,7 @@ Commands:
   serve    serve OpenAI-, Anthropic- and Gemini-compatible APIs over the runtime
   sessions list, show, approve, reject or cancel the sessions of a server
   sim      serve the built-in simulator as a local OpenAI/Anthropic/Gemini API
+  usage    print the request log's usage per key, model or provider and hour or day
   version  print the version of Chorus this binary was built from
 
 Every command registers the built-in simulator as provider "sim" (models
@@ -97,6 +98,8 @@ func run(ctx context.Context, e env, args []string) int {
 		return cmdServe(ctx, e, args[1:])
 	case "sessions":
 		return cmdSessions(ctx, e, args[1:])
+	case "usage":
+		return cmdUsage(ctx, e, args[1:]) // requestlog.go
 	case "version":
 		return cmdVersion(e, args[1:])
 	case "help", "-h", "-help", "--help":

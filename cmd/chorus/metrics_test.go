@@ -87,7 +87,8 @@ func TestServeMetrics(t *testing.T) {
 		t.Fatalf("chat: %d %s", code, b)
 	}
 	code, page := get(t, base+"/metrics")
-	if code != 200 || !strings.Contains(page, "gen_ai_client_operation_duration_seconds_bucket") || !strings.Contains(page, "gen_ai_client_token_usage_bucket") {
+	if code != 200 || !strings.Contains(page, "gen_ai_client_operation_duration_seconds_bucket") || !strings.Contains(page, "gen_ai_client_token_usage_bucket") ||
+		!strings.Contains(page, "chorus_request_log_records_total{") || !strings.Contains(page, `outcome="dropped"} 0`) { // the request log's overflow
 		t.Errorf("scrape %d:\n%s", code, page)
 	}
 	if strings.Contains(page, key) || strings.Contains(page, "secret prompt") {

@@ -51,6 +51,9 @@ taken from clients. gateway: fan_out: names fan-out aliases, answered on
       --session-model M  the sessions' model (default: the default model)
       --metrics          serve Prometheus metrics at /metrics (a gateway key
                          is asked for when keys are configured)
+      --request-log P    the request log: a SQLite file, a postgres:// DSN or
+                         off (default: chorus.yaml's request_log:, else
+                         requests.db in --files-dir, else a temporary file)
 
 The console (pages under /console/, its API under /api/console/) is served
 on the same port: credentials, batches, sessions and their approvals.
@@ -261,6 +264,7 @@ func cmdServe(ctx context.Context, e env, args []string) int {
 	journalPath := fs.String("journal", "", "")
 	sessionModel := fs.String("session-model", "", "")
 	metrics := fs.Bool("metrics", false, "")
+	requestLogFlag := fs.String("request-log", "", "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -316,6 +320,12 @@ func cmdServe(ctx context.Context, e env, args []string) int {
 	if *nativeBatches {
 		gopts.BatchNative = &batch.Native{Clients: nativeClients(e)}
 	}
+	rlog, closeLog, err := serveRequestLog(ctx, e, *requestLogFlag, *filesDir, cfg, &gopts) // requestlog.go
+	if err != nil {
+		fmt.Fprintf(e.stderr, "chorus serve: %v\n", err)
+		return 2
+	}
+	defer closeLog()
 	h, err := gateway.New(st.rt, gopts)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "chorus serve: %v\n", err)
@@ -328,7 +338,7 @@ func cmdServe(ctx context.Context, e env, args []string) int {
 		_ = h.Close(cctx)
 	}()
 	// The console beside the gateway, with its sessions (consolecmd.go).
-	mux, announce, closeConsole, err := serveConsoleMux(e, st, h, batches, *addr, *journalPath, *sessionModel, *token)
+	mux, announce, closeConsole, err := serveConsoleMux(e, st, h, batches, rlog, *addr, *journalPath, *sessionModel, *token)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "chorus serve: %v\n", err)
 		return 2

@@ -60,6 +60,7 @@ func TestImportsPointDown(t *testing.T) {
 		{"batch", []string{"runtime", "cluster", "gateway", "cmd"}},
 		{"mcptools", []string{"runtime", "cluster", "gateway", "batch", "cmd"}},
 		{"gateway", []string{"cluster", "cmd"}},
+		{"requestlog", []string{"runtime", "actors", "providers", "session", "store", "pipeline", "cluster", "batch", "gateway", "console", "cmd"}},
 		{"console", []string{"gateway", "cmd", "llmtest", "sim"}},
 	}
 	for _, r := range rules {
