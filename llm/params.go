@@ -181,7 +181,11 @@ func (h Honours) Check(r *ChatRequest) Support {
 	need(r.Truncation == "auto", h.TruncationAuto, "truncation")
 	need(r.Reasoning != nil && r.Reasoning.Summary != "", h.ReasoningSummary, "reasoning.summary")
 	if r.ServiceTier != "" && !slices.Contains(h.ServiceTiers, r.ServiceTier) {
-		s.refuse("service_tier")
+		if r.ServiceTier == "auto" || r.ServiceTier == "default" {
+			s.drop("service_tier") // the provider's own default: nothing lost
+		} else {
+			s.refuse("service_tier")
+		}
 	}
 	for _, inc := range r.Include {
 		if inc != "reasoning.encrypted_content" { // every format replays reasoning its own way

@@ -91,7 +91,7 @@ var ChatFields = []llm.WireField{
 	{Name: "logit_bias", Class: llm.FieldMapped, Note: "OpenAI format only"},
 	{Name: "logprobs", Class: llm.FieldMapped, Note: "Gemini responseLogprobs, Responses include; refused by Anthropic"},
 	{Name: "top_logprobs", Class: llm.FieldMapped, Note: "with logprobs"},
-	{Name: "service_tier", Class: llm.FieldMapped, Note: "OpenAI's tiers; Anthropic auto"},
+	{Name: "service_tier", Class: llm.FieldMapped, Note: "OpenAI's tiers; Anthropic auto; auto or default dropped where a format has no tiers, any other refused"},
 	{Name: "user", Class: llm.FieldMapped, Note: "Anthropic metadata.user_id; dropped by Gemini"},
 	{Name: "safety_identifier", Class: llm.FieldMapped, Note: "OpenAI only; dropped elsewhere"},
 	{Name: "metadata", Class: llm.FieldMapped, Note: "OpenAI only; dropped elsewhere"},
