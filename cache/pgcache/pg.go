@@ -15,7 +15,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,33 +31,7 @@ type Store struct {
 	lim    cache.Limits
 	closed atomic.Bool
 
-	// left counts the writes until the next size check (a check counts
-	// the table, which costs a scan): about a thousandth of the entries,
-	// so that a cap holds to within 0.1% (at most 1,000 entries) and a
-	// write scans a thousand rows on average, not the table.
-	mu   sync.Mutex
-	left int
-}
-
-// due reports whether this write checks the size cap.
-func (s *Store) due() bool {
-	if s.lim.MaxEntries <= 0 && s.lim.MaxBytes <= 0 {
-		return false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.left > 0 {
-		s.left--
-		return false
-	}
-	return true
-}
-
-// checked sets the writes until the next check from the entries counted.
-func (s *Store) checked(n int64) {
-	s.mu.Lock()
-	s.left = int(min(n/1000, 1000))
-	s.mu.Unlock()
+	size cache.SizeCheck // paces the size cap's checks
 }
 
 var _ cache.Store = (*Store)(nil)
@@ -149,7 +122,7 @@ func (s *Store) Put(ctx context.Context, e cache.Entry) error {
 		created = EXCLUDED.created, expires = EXCLUDED.expires, id = nextval(pg_get_serial_sequence('chorus_cache', 'id'))`,
 		e.Namespace, e.Key, e.Value, cache.EntrySize(e), now, exp)
 	b.Queue(`DELETE FROM chorus_cache WHERE expires > 0 AND expires <= $1`, now)
-	check := s.due()
+	check := s.size.Due(s.lim)
 	if check && s.lim.MaxEntries > 0 {
 		b.Queue(`DELETE FROM chorus_cache WHERE id IN (
 			SELECT id FROM chorus_cache ORDER BY created, id
@@ -171,7 +144,7 @@ func (s *Store) Put(ctx context.Context, e cache.Entry) error {
 		return fmt.Errorf("pgcache: put: %w", err)
 	}
 	if check {
-		s.checked(n)
+		s.size.Checked(n)
 	}
 	return nil
 }

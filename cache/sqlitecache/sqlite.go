@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,33 +29,7 @@ type Store struct {
 	lim    cache.Limits
 	closed atomic.Bool
 
-	// left counts the writes until the next size check (a check counts
-	// the table, which costs a scan): about a thousandth of the entries,
-	// so that a cap holds to within 0.1% (at most 1,000 entries) and a
-	// write scans a thousand rows on average, not the table.
-	mu   sync.Mutex
-	left int
-}
-
-// due reports whether this write checks the size cap.
-func (s *Store) due() bool {
-	if s.lim.MaxEntries <= 0 && s.lim.MaxBytes <= 0 {
-		return false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.left > 0 {
-		s.left--
-		return false
-	}
-	return true
-}
-
-// checked sets the writes until the next check from the entries counted.
-func (s *Store) checked(n int64) {
-	s.mu.Lock()
-	s.left = int(min(n/1000, 1000))
-	s.mu.Unlock()
+	size cache.SizeCheck // paces the size cap's checks
 }
 
 var _ cache.Store = (*Store)(nil)
@@ -142,7 +115,7 @@ func (s *Store) Put(ctx context.Context, e cache.Entry) error {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM chorus_cache WHERE expires > 0 AND expires <= ?`, e.Created.UnixMicro()); err != nil {
 		return fmt.Errorf("sqlitecache: expire: %w", err)
 	}
-	if s.due() {
+	if s.size.Due(s.lim) {
 		if s.lim.MaxEntries > 0 {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM chorus_cache WHERE id IN (
 				SELECT id FROM chorus_cache ORDER BY created, id
@@ -161,7 +134,7 @@ func (s *Store) Put(ctx context.Context, e cache.Entry) error {
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM chorus_cache`).Scan(&n); err != nil {
 			return fmt.Errorf("sqlitecache: evict: %w", err)
 		}
-		defer s.checked(n)
+		defer s.size.Checked(n)
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlitecache: put: %w", err)
