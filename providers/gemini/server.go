@@ -20,13 +20,17 @@ type serverRequest struct {
 	Contents          []content     `json:"contents"`
 	Tools             []serverTools `json:"tools"`
 	ToolConfig        *toolConfig   `json:"toolConfig"`
-	GenerationConfig  *struct {
-		generationConfig
-		ResponseSchema json.RawMessage `json:"responseSchema"`
-		CandidateCount int             `json:"candidateCount"`
-	} `json:"generationConfig"`
-	SafetySettings []safetySetting `json:"safetySettings"`
-	CachedContent  string          `json:"cachedContent"`
+	// GenerationConfig is kept raw and decoded on its own (serverGenConfig):
+	// its own fields llm has no name for are read from the same bytes.
+	GenerationConfig json.RawMessage `json:"generationConfig"`
+	SafetySettings   []safetySetting `json:"safetySettings"`
+	CachedContent    string          `json:"cachedContent"`
+}
+
+type serverGenConfig struct {
+	generationConfig
+	ResponseSchema json.RawMessage `json:"responseSchema"`
+	CandidateCount int             `json:"candidateCount"`
 }
 
 // GenerateFields is every top-level field of a generateContent request,
@@ -164,7 +168,14 @@ func DecodeServerGenerate(model string, body []byte) (*llm.ChatRequest, error) {
 			return nil, badField("toolConfig.functionCallingConfig.mode", "%q is unknown", fc.Mode)
 		}
 	}
-	if gc := b.GenerationConfig; gc != nil {
+	var gc *serverGenConfig
+	if raw := b.GenerationConfig; len(raw) > 0 && string(raw) != "null" {
+		gc = new(serverGenConfig)
+		if err := json.Unmarshal(raw, gc); err != nil {
+			return nil, badField("body", "is not a generateContent request: generationConfig: %v", err)
+		}
+	}
+	if gc != nil {
 		req.MaxTokens, req.Temperature, req.TopP, req.Stop, req.Seed = gc.MaxOutputTokens, gc.Temperature, gc.TopP, gc.StopSequences, gc.Seed
 		req.TopK, req.FrequencyPenalty, req.PresencePenalty = gc.TopK, gc.FrequencyPenalty, gc.PresencePenalty
 		if gc.CandidateCount > 1 {
@@ -176,7 +187,7 @@ func DecodeServerGenerate(model string, body []byte) (*llm.ChatRequest, error) {
 				req.Logprobs.TopLogprobs = *gc.Logprobs
 			}
 		}
-		if raw := rawConfig(body); raw != nil {
+		if raw := b.GenerationConfig; raw[0] == '{' {
 			if e := wire.ExtraFields(raw, configFields, formatName); e != nil {
 				if req.Extra == nil {
 					req.Extra = &llm.Extra{Format: formatName}
@@ -594,17 +605,6 @@ func EncodeServerModels(page []ServerModel, nextPageToken string) ([]byte, error
 
 // EncodeServerModel encodes GET /v1beta/models/{model}.
 func EncodeServerModel(m ServerModel) ([]byte, error) { return json.Marshal(serverModelOf(m)) }
-
-// rawConfig is the request body's generationConfig object, or nil.
-func rawConfig(body []byte) []byte {
-	var b struct {
-		GenerationConfig json.RawMessage `json:"generationConfig"`
-	}
-	if json.Unmarshal(body, &b) != nil || len(b.GenerationConfig) == 0 || b.GenerationConfig[0] != '{' {
-		return nil
-	}
-	return b.GenerationConfig
-}
 
 // EmbedFields are the fields of an embedContent request (and of each item
 // of batchEmbedContents): model and content are the request, a field not
