@@ -39,8 +39,7 @@
 // replica can make a key's budget run out early by at most what it held
 // reserved, and can never let it be overrun. A replica that comes back
 // after being reconciled gets ErrLost from its next call and forgets its
-// leases (their calls were counted), so nothing is counted twice... nor
-// left out.
+// leases (their calls were counted), so nothing is counted twice.
 //
 // Periods: a budget is a total, or starts again every UTC day or month
 // (Period); the ledger keeps one row per key and period.
