@@ -83,7 +83,7 @@ func (h *Handler) anthropicCountTokens(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, f, errorFor(err))
 		return
 	}
-	adm, served, ok := h.call(w, r, f, sm.Chat.Model, ks)
+	adm, served, ok := h.call(w, r, f, sm.Chat.Model, ks, -1)
 	if !ok {
 		return
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/chorusrt/chorus/batch"
+	"github.com/chorusrt/chorus/keystore"
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/providers/openai"
 	"github.com/chorusrt/chorus/runtime"
@@ -310,9 +311,9 @@ func (h *Handler) runBatch(ctx context.Context, b *batchJob, resume bool) {
 	inPath := h.files.path(inID)
 	var ks *keyState
 	if owner != "" {
-		for _, k := range h.keys {
-			if k.key.Name == owner {
-				ks = k
+		for _, e := range h.keyMap() {
+			if e.ks.key.Name == owner && e.until.IsZero() {
+				ks = e.ks
 			}
 		}
 		if ks == nil {
@@ -756,54 +757,68 @@ type lineRunner struct {
 	id string // the batch's, for the request log
 }
 
-func (l lineRunner) refuse(model string) error {
+// refuse holds the line's most possible cost (est) of the key's budget,
+// or refuses the line: a model its key may not call, a revoked key, a
+// budget spent.
+func (l lineRunner) refuse(model string, est func(*keyState) keystore.NanoUSD) (budgetHold, error) {
 	if l.ks == nil {
-		return nil
+		return budgetHold{}, nil
 	}
-	if !l.ks.allows(model) {
-		return &llm.APIError{Provider: "gateway", Status: http.StatusForbidden, Type: "permission_error", Code: "model_not_allowed",
-			Message: fmt.Sprintf("gateway key %q may not call model %q", l.ks.key.Name, model)}
+	ks := l.ks.latest()
+	if !ks.allows(model) {
+		return budgetHold{}, &llm.APIError{Provider: "gateway", Status: http.StatusForbidden, Type: "permission_error", Code: "model_not_allowed",
+			Message: fmt.Sprintf("gateway key %q may not call model %q", ks.key.Name, model)}
 	}
-	if l.ks.budgetSpent() {
-		e := errBudgetSpent(l.ks)
-		return &llm.APIError{Provider: "gateway", Status: e.Status, Type: "insufficient_quota", Code: e.Code, Message: e.Message}
+	hold, e := ks.hold(l.h.opts.Now(), est(ks))
+	if e != nil {
+		typ := "insufficient_quota"
+		if e.Code == "" {
+			typ = "gateway_error"
+		}
+		return hold, &llm.APIError{Provider: "gateway", Status: e.Status, Type: typ, Code: e.Code, Message: e.Message}
 	}
-	return nil
+	return hold, nil
 }
 
 // Chat runs a line, charging its cost to the key's budget.
 func (l lineRunner) Chat(ctx context.Context, req *llm.ChatRequest) (*llm.ChatResult, error) {
-	if err := l.refuse(req.Model); err != nil {
+	hold, err := l.refuse(req.Model, func(ks *keyState) keystore.NanoUSD {
+		return l.h.estimate(ks, req.Model, int64(chatBytes(req)), req.MaxTokens)
+	})
+	if err != nil {
 		return nil, err
 	}
 	ctx = runtime.WithCacheNamespace(ctx, l.h.cacheNamespace(l.ks)) // cache.go
-	if (l.ks == nil || l.ks.key.BudgetUSD <= 0) && l.h.opts.RequestLog == nil {
-		return l.h.rt.Chat(ctx, req)
+	if (l.ks == nil || l.ks.latest().key.BudgetUSD <= 0) && l.h.opts.RequestLog == nil {
+		res, err := l.h.rt.Chat(ctx, req)
+		hold.settle(nil)
+		return res, err
 	}
 	rep := new(runtime.CallReport)
 	lc := l.h.logLine(ctx, l.ks, l.id, "POST /v1/chat/completions", req.Model) // requestlog.go
 	res, err := l.h.rt.Chat(runtime.WithCallReport(ctx, rep), req)
 	lc.end(rep, resUsage(res), err)
-	if l.ks != nil {
-		l.ks.charge(rep)
-	}
+	hold.settle(rep)
 	return res, err
 }
 
 // Embed runs a line, charging its cost to the key's budget.
 func (l lineRunner) Embed(ctx context.Context, req *llm.EmbedRequest) (*llm.EmbedResult, error) {
-	if err := l.refuse(req.Model); err != nil {
+	hold, err := l.refuse(req.Model, func(ks *keyState) keystore.NanoUSD {
+		return l.h.estimate(ks, req.Model, int64(embedBytes(req)), -1)
+	})
+	if err != nil {
 		return nil, err
 	}
-	if (l.ks == nil || l.ks.key.BudgetUSD <= 0) && l.h.opts.RequestLog == nil {
-		return l.h.rt.Embed(ctx, req)
+	if (l.ks == nil || l.ks.latest().key.BudgetUSD <= 0) && l.h.opts.RequestLog == nil {
+		res, err := l.h.rt.Embed(ctx, req)
+		hold.settle(nil)
+		return res, err
 	}
 	rep := new(runtime.CallReport)
 	lc := l.h.logLine(ctx, l.ks, l.id, "POST /v1/embeddings", req.Model) // requestlog.go
 	res, err := l.h.rt.Embed(runtime.WithCallReport(ctx, rep), req)
 	lc.end(rep, embedUsage(res), err)
-	if l.ks != nil {
-		l.ks.charge(rep)
-	}
+	hold.settle(rep)
 	return res, err
 }

@@ -52,7 +52,7 @@ func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, ks *keyState
 		h.fail(w, c.f, ce)
 		return
 	}
-	adm, served, ok := h.call(w, r, c.f, model, ks)
+	adm, served, ok := h.call(w, r, c.f, model, ks, req.MaxTokens)
 	if !ok {
 		return
 	}
@@ -77,8 +77,7 @@ func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, ks *keyState
 			h.fail(w, c.f, errorFor(err))
 			return
 		}
-		adm.end(res.Usage)
-		adm.k.charge(rep)
+		adm.done(res.Usage, rep)
 		b, err := c.encode(res)
 		if err != nil {
 			h.fail(w, c.f, errorFor(err))
@@ -109,11 +108,10 @@ func (h *Handler) relay(w http.ResponseWriter, f format, s *llm.Stream, enc stre
 		w.Header().Set(http.TrailerPrefix+"x-chorus-cost-usd", strconv.FormatFloat(rep.Cost, 'f', -1, 64))
 	}
 	if res != nil {
-		adm.end(res.Usage)
+		adm.done(res.Usage, rep)
 	} else {
-		adm.end(llm.Usage{})
+		adm.done(llm.Usage{}, rep)
 	}
-	adm.k.charge(rep)
 }
 
 // The x-chorus-* header names, in the canonical form http.Header keeps

@@ -61,7 +61,7 @@ func (h *Handler) serveFanOut(w http.ResponseWriter, r *http.Request, ks *keySta
 	r = r.WithContext(cctx)
 	var adm admission
 	if ks != nil {
-		a, v, e := ks.admit(h.opts.Now())
+		a, v, e := ks.admit(h.opts.Now(), h.estimateFanOut(ks, targets, r.ContentLength, sc.Chat.MaxTokens))
 		setRateLimitHeaders(w.Header(), v)
 		if e != nil {
 			h.fail(w, f, e)
@@ -79,10 +79,7 @@ func (h *Handler) serveFanOut(w http.ResponseWriter, r *http.Request, ks *keySta
 	}
 	var usage llm.Usage
 	defer func() {
-		adm.end(usage)
-		for _, rep := range reps {
-			adm.k.charge(rep)
-		}
+		adm.done(usage, reps...)
 	}()
 	if !sc.Stream {
 		results := make([]*llm.ChatResult, len(targets))

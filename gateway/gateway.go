@@ -11,11 +11,13 @@ import (
 	"math"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/chorusrt/chorus/batch"
+	"github.com/chorusrt/chorus/keystore"
 	"github.com/chorusrt/chorus/providers/openai"
 	"github.com/chorusrt/chorus/runtime"
 	"github.com/chorusrt/chorus/telemetry"
@@ -45,6 +47,9 @@ type Key struct {
 	// (insufficient_quota, x-should-retry: false); the call that crosses
 	// it is not cut short.
 	BudgetUSD float64
+	// BudgetPeriod makes the budget start again every UTC day or month
+	// (keystore.Daily, keystore.Monthly); zero: a total.
+	BudgetPeriod keystore.Period
 	// DropUnsupported is Options.DropUnsupported for this key's requests.
 	DropUnsupported bool
 }
@@ -66,9 +71,21 @@ func ParseKeyHash(s string) ([32]byte, error) {
 // Options configures a Handler. The zero value serves every model to every
 // client with no key: mount it on loopback only.
 type Options struct {
-	// Keys are the gateway keys clients must present. None: no
-	// authentication (any key, or none, is accepted and ignored).
+	// Keys are the gateway keys clients must present. None (and no
+	// KeyStore): no authentication (any key, or none, is accepted and
+	// ignored). With a KeyStore they seed it: each key whose name the
+	// store lacks is created, the others are left as the store has them.
 	Keys []Key
+	// KeyStore, when set, is where the keys, their limits and budgets and
+	// the spend ledger live (fleet.go): keys created, changed, rotated or
+	// revoked in it (the console's admin API, chorus keys) hold here
+	// within a poll, and every replica on the same store shares each
+	// key's limits and budget. Without one, keys are Keys, and limits and
+	// spend are counted in this Handler's memory.
+	KeyStore *keystore.Store
+	// Replica names this process in the KeyStore (default: host, pid and
+	// a random suffix). Two live processes must not share one.
+	Replica string
 	// Logger receives one line per failed request (never a key, never
 	// content); nil discards.
 	Logger *slog.Logger
@@ -145,7 +162,9 @@ type Handler struct {
 	opts Options
 	log  *slog.Logger
 	mux  *http.ServeMux
-	keys map[[32]byte]*keyState
+	keys atomic.Pointer[map[[32]byte]keyEntry]
+	// fleet is the link to Options.KeyStore (fleet.go), nil without one.
+	fleet *fleet
 	// providers are the runtime's provider ids, aliases its aliases
 	// (names.go).
 	providers map[string]bool
@@ -174,10 +193,12 @@ func New(rt *runtime.Runtime, opts Options) (*Handler, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	h := &Handler{rt: rt, opts: opts, log: opts.Logger, mux: http.NewServeMux(), keys: map[[32]byte]*keyState{}, batchWindow: 24 * time.Hour}
+	h := &Handler{rt: rt, opts: opts, log: opts.Logger, mux: http.NewServeMux(), batchWindow: 24 * time.Hour}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
+	keys := map[[32]byte]keyEntry{}
+	names := map[string]bool{}
 	for i, k := range opts.Keys {
 		if k.SHA256 == ([32]byte{}) {
 			return nil, fmt.Errorf("gateway: key %d (%q) has no hash", i, k.Name)
@@ -185,11 +206,18 @@ func New(rt *runtime.Runtime, opts Options) (*Handler, error) {
 		if k.BudgetUSD < 0 || math.IsNaN(k.BudgetUSD) || math.IsInf(k.BudgetUSD, 0) {
 			return nil, fmt.Errorf("gateway: key %q: budget %v is not a finite amount of zero or more", k.Name, k.BudgetUSD)
 		}
-		if _, dup := h.keys[k.SHA256]; dup {
+		if _, err := keystore.ParsePeriod(string(k.BudgetPeriod)); err != nil {
+			return nil, fmt.Errorf("gateway: key %q: %w", k.Name, err)
+		}
+		if _, dup := keys[k.SHA256]; dup || names[k.Name] {
 			return nil, fmt.Errorf("gateway: key %q is configured twice", k.Name)
 		}
-		h.keys[k.SHA256] = newKeyState(k)
+		keys[k.SHA256], names[k.Name] = keyEntry{ks: newKeyState(k)}, true
 	}
+	if opts.KeyStore != nil {
+		keys = map[[32]byte]keyEntry{}
+	}
+	h.keys.Store(&keys)
 	aliases := rt.Aliases()
 	h.aliases, h.providers = aliases, map[string]bool{}
 	for _, id := range rt.Providers() {
@@ -220,6 +248,13 @@ func New(rt *runtime.Runtime, opts Options) (*Handler, error) {
 			return nil, err
 		}
 	}
+	if opts.KeyStore != nil {
+		if err := h.openFleet(opts.KeyStore); err != nil { // fleet.go
+			h.batches.stop()
+			h.batches.wg.Wait()
+			return nil, err
+		}
+	}
 	h.routes()
 	return h, nil
 }
@@ -241,12 +276,18 @@ func (h *Handler) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	if h.fleet != nil {
+		h.fleet.close(ctx)
+	}
 	h.files.close()
 	return nil
 }
 
 // Authenticated reports whether the handler requires gateway keys.
-func (h *Handler) Authenticated() bool { return len(h.keys) > 0 }
+func (h *Handler) Authenticated() bool { return h.opts.KeyStore != nil || len(*h.keys.Load()) > 0 }
+
+// keyMap is the keys by hash (a rotated key's previous hash too).
+func (h *Handler) keyMap() map[[32]byte]keyEntry { return *h.keys.Load() }
 
 func (h *Handler) routes() {
 	h.mux.HandleFunc("POST /v1/chat/completions", h.openAIChat)
@@ -295,7 +336,8 @@ func presentedKey(r *http.Request) string {
 // authenticate finds the client's key. With no keys configured it answers
 // an unlimited anonymous state.
 func (h *Handler) authenticate(r *http.Request) (*keyState, *Error) {
-	if len(h.keys) == 0 {
+	keys := h.keyMap()
+	if len(keys) == 0 && h.fleet == nil {
 		return nil, nil
 	}
 	k := presentedKey(r)
@@ -305,8 +347,11 @@ func (h *Handler) authenticate(r *http.Request) (*keyState, *Error) {
 	// Looked up by its SHA-256: what the lookup's time depends on is the
 	// hash of the client's own guess, which tells nothing about a key (a
 	// loop of constant-time comparisons cost a comparison per key).
-	if ks, ok := h.keys[HashKey(k)]; ok {
-		return ks, nil
+	if e, ok := keys[HashKey(k)]; ok && (e.until.IsZero() || h.opts.Now().Before(e.until)) {
+		if e.ks.revoked {
+			return nil, errRevoked(e.ks)
+		}
+		return e.ks, nil
 	}
 	return nil, &Error{Status: http.StatusUnauthorized, Message: "invalid gateway key"}
 }
@@ -352,5 +397,6 @@ func (h *Handler) readBody(r *http.Request) ([]byte, *Error) {
 		}
 		return nil, &Error{Status: http.StatusBadRequest, Message: "reading the request body failed"}
 	}
+	r.ContentLength = int64(len(b)) // what a call's cost is reserved for (estimate.go)
 	return b, nil
 }

@@ -98,7 +98,7 @@ func (h *Handler) geminiEmbed(w http.ResponseWriter, r *http.Request, model stri
 		h.fail(w, f, errorFor(err))
 		return
 	}
-	adm, served, ok := h.call(w, r, f, model, ks)
+	adm, served, ok := h.call(w, r, f, model, ks, 0)
 	if !ok {
 		return
 	}
@@ -113,8 +113,7 @@ func (h *Handler) geminiEmbed(w http.ResponseWriter, r *http.Request, model stri
 		h.fail(w, f, errorFor(err))
 		return
 	}
-	adm.end(res.Usage)
-	adm.k.charge(rep)
+	adm.done(res.Usage, rep)
 	b, err := gemini.EncodeServerEmbed(res, batch)
 	if err != nil {
 		h.fail(w, f, errorFor(err))

@@ -15,8 +15,10 @@ import (
 //
 // model is the client's name for the model; served is the name the
 // runtime serves it by (names.go), which the key is checked against (or
-// the client's own name, when the key lists that).
-func (h *Handler) call(w http.ResponseWriter, r *http.Request, f format, model string, ks *keyState) (a admission, served string, ok bool) {
+// the client's own name, when the key lists that). maxOut is the most
+// output the call may produce (its max_tokens; 0: not given; -1: none, as
+// counting tokens), which the call's cost is reserved for (estimate).
+func (h *Handler) call(w http.ResponseWriter, r *http.Request, f format, model string, ks *keyState, maxOut int) (a admission, served string, ok bool) {
 	served, err := h.resolve(r, f, model)
 	if ks != nil && !ks.allows(model) && (err != nil || !ks.allows(served)) {
 		if err == nil {
@@ -32,7 +34,7 @@ func (h *Handler) call(w http.ResponseWriter, r *http.Request, f format, model s
 	if ks == nil {
 		return a, served, true
 	}
-	a, v, e := ks.admit(h.opts.Now())
+	a, v, e := ks.admit(h.opts.Now(), h.estimate(ks, served, r.ContentLength, maxOut))
 	setRateLimitHeaders(w.Header(), v)
 	if e != nil {
 		h.fail(w, f, e)
@@ -145,7 +147,7 @@ func (h *Handler) openAIEmbeddings(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, f, errorFor(err))
 		return
 	}
-	adm, served, ok := h.call(w, r, f, req.Model, ks)
+	adm, served, ok := h.call(w, r, f, req.Model, ks, 0)
 	if !ok {
 		return
 	}
@@ -161,8 +163,7 @@ func (h *Handler) openAIEmbeddings(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, f, errorFor(err))
 		return
 	}
-	adm.end(res.Usage)
-	adm.k.charge(rep)
+	adm.done(res.Usage, rep)
 	out, err := openai.EncodeServerEmbed(res, req.Model, b64)
 	if err != nil {
 		h.fail(w, f, errorFor(err))

@@ -115,15 +115,15 @@ func TestReadBody(t *testing.T) {
 func TestAdmissionEndsOnce(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	k := newKeyState(Key{Name: "k", Concurrency: 2, TPM: 1000})
-	a, _, e := k.admit(now)
+	a, _, e := k.admit(now, 0)
 	if e != nil {
 		t.Fatal(e)
 	}
-	b, _, e := k.admit(now)
+	b, _, e := k.admit(now, 0)
 	if e != nil {
 		t.Fatal(e)
 	}
-	if _, _, e := k.admit(now); e == nil || e.Status != http.StatusTooManyRequests {
+	if _, _, e := k.admit(now, 0); e == nil || e.Status != http.StatusTooManyRequests {
 		t.Fatalf("a third call in flight of two: %v", e)
 	}
 	a.end(llm.Usage{PromptTokens: 10, CompletionTokens: 5})
@@ -133,7 +133,7 @@ func TestAdmissionEndsOnce(t *testing.T) {
 	}
 	// b was admitted in a window that has ended: its tokens are not
 	// charged to the next one.
-	c, _, e := k.admit(now.Add(window))
+	c, _, e := k.admit(now.Add(window), 0)
 	if e != nil {
 		t.Fatal(e)
 	}

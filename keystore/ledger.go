@@ -300,12 +300,13 @@ func (s *Store) Ledger(ctx context.Context, keyID string) ([]Spend, error) {
 // "tok") in minute window win (Unix minutes): what is left of limit in
 // that window, across every replica. Unused leases are not given back: a
 // window ends within a minute.
-func (s *Store) Take(ctx context.Context, keyID, resource string, win, limit, want int64) (int64, error) {
+//
+// It returns what it granted and what is left of the window after it.
+func (s *Store) Take(ctx context.Context, keyID, resource string, win, limit, want int64) (granted, left int64, err error) {
 	if want <= 0 || limit <= 0 {
-		return 0, nil
+		return 0, max(limit, 0), nil
 	}
-	var granted int64
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err = s.tx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, s.bind(`INSERT INTO chorus_windows (key_id, resource, win, taken) VALUES (?, ?, ?, 0) ON CONFLICT (key_id, resource, win) DO NOTHING`), keyID, resource, win); err != nil {
 			return fmt.Errorf("keystore: take: %w", err)
 		}
@@ -314,13 +315,14 @@ func (s *Store) Take(ctx context.Context, keyID, resource string, win, limit, wa
 			return fmt.Errorf("keystore: take: %w", err)
 		}
 		granted = max(0, min(want, limit-taken))
+		left = max(0, limit-taken-granted)
 		if granted == 0 {
 			return nil
 		}
 		_, err := tx.ExecContext(ctx, s.bind(`UPDATE chorus_windows SET taken = taken + ? WHERE key_id = ? AND resource = ? AND win = ?`), granted, keyID, resource, win)
 		return err
 	})
-	return granted, err
+	return granted, left, err
 }
 
 // TakeSlots leases up to want of a key's concurrency limit to replica:

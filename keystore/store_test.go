@@ -335,7 +335,7 @@ func testWindows(t *testing.T, st *keystore.Store) {
 	for range 5 {
 		wg.Go(func() {
 			for range 5 {
-				g, err := st.Take(ctx, k.ID, "req", 100, 10, 3)
+				g, _, err := st.Take(ctx, k.ID, "req", 100, 10, 3)
 				if err != nil {
 					t.Error(err)
 				}
@@ -349,7 +349,7 @@ func testWindows(t *testing.T, st *keystore.Store) {
 	if total != 10 {
 		t.Fatalf("took %d of a window of 10", total)
 	}
-	if g, _ := st.Take(ctx, k.ID, "req", 101, 10, 3); g != 3 {
+	if g, left, _ := st.Take(ctx, k.ID, "req", 101, 10, 3); g != 3 || left != 7 {
 		t.Errorf("next window: %d", g)
 	}
 }

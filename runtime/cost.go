@@ -67,3 +67,30 @@ func (b *costBook) snapshot() []ModelCost {
 	sort.Slice(out, func(i, k int) bool { return out[i].Model < out[k].Model })
 	return out
 }
+
+// Price is the price of model ("provider/model", or an alias: then the
+// highest of its targets' prices, field by field, so that what it gives is
+// never less than what any target costs). ok is false when no target of it
+// has a price.
+func (rt *Runtime) Price(model string) (p llm.Price, ok bool) {
+	if len(rt.opts.prices) == 0 {
+		return p, false
+	}
+	if p, ok := rt.opts.prices.Lookup(model); ok {
+		return p, true
+	}
+	targets, alias := rt.aliases[model]
+	if !alias {
+		return p, false
+	}
+	for _, t := range targets {
+		tp, found := rt.opts.prices.Lookup(t)
+		if !found {
+			continue
+		}
+		ok = true
+		p.Input, p.CachedInput = max(p.Input, tp.Input), max(p.CachedInput, tp.CachedInput)
+		p.CacheWrite, p.Output = max(p.CacheWrite, tp.CacheWrite), max(p.Output, tp.Output)
+	}
+	return p, ok
+}
