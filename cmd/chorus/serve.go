@@ -18,6 +18,7 @@ import (
 	"github.com/chorusrt/chorus/batch"
 	"github.com/chorusrt/chorus/console"
 	"github.com/chorusrt/chorus/gateway"
+	"github.com/chorusrt/chorus/keystore"
 	"github.com/chorusrt/chorus/runtime"
 )
 
@@ -54,6 +55,14 @@ taken from clients. gateway: fan_out: names fan-out aliases, answered on
       --request-log P    the request log: a SQLite file, a postgres:// DSN or
                          off (default: chorus.yaml's request_log:, else
                          requests.db in --files-dir, else a temporary file)
+      --store P          the gateway keys, their limits and the spend
+                         ledger: a SQLite file, a postgres:// DSN (every
+                         replica of a fleet on one), or memory (default:
+                         gateway.store: of the config, else gateway.db in
+                         --files-dir, else a temporary file); used once a
+                         key is configured or P is given. Keys of the
+                         config seed it; then it is the truth, and keys
+                         are managed with chorus keys or the console.
 
 The console (pages under /console/, its API under /api/console/) is served
 on the same port: credentials, batches, sessions and their approvals.
@@ -71,12 +80,15 @@ on the same port: credentials, batches, sessions and their approvals.
 //	      tpm: 100000
 //	      concurrency: 4
 //	      budget_usd: 50        # spent from the prices: section's costs
+//	      budget_period: month  # total (default), day or month (UTC)
 //	  fan_out:                  # one request to each model, a choice per model
 //	    compare: [openai/gpt-4.1-mini, anthropic/claude-haiku-4-5]
 //	  default_providers:        # the provider of a bare model name per client format
 //	    openai: local           # (default: the format's own provider; "" serves none)
 //	  drop_unsupported: true    # send without the fields an upstream cannot honour (default: 400)
+//	  store: postgres://...     # keys and spend ledger: a SQLite file or a DSN (see --store)
 type gatewayConfig struct {
+	store     string // store: a SQLite path or a postgres:// DSN
 	keys      []gatewayKeyDef
 	fanOut    map[string][]string // fan_out: name -> models
 	providers map[string]string   // default_providers: format -> provider
@@ -117,9 +129,13 @@ func (p *configParser) gateway(n *yaml.Node, cfg *fileConfig) error {
 			b, err := p.boolean(v, "gateway.drop_unsupported")
 			cfg.gateway.drop = b
 			return err
+		case "store":
+			var err error
+			cfg.gateway.store, err = p.str(v, "gateway.store")
+			return err
 		case "keys":
 		default:
-			return p.errf(k, "gateway: unknown key %q (known: keys, fan_out, default_providers, drop_unsupported)", key)
+			return p.errf(k, "gateway: unknown key %q (known: keys, fan_out, default_providers, drop_unsupported, store)", key)
 		}
 		if v.Kind != yaml.SequenceNode {
 			return p.errf(v, "gateway.keys: want a list of {name, sha256 or key_env, models, rpm, tpm, concurrency, budget_usd}")
@@ -167,10 +183,17 @@ func (p *configParser) gateway(n *yaml.Node, cfg *fileConfig) error {
 						return p.errf(v, "%s.budget_usd: want an amount of US dollars (zero or more), got %q", what, v.Value)
 					}
 					d.key.BudgetUSD = f
+				case "budget_period":
+					var s string
+					if s, err = p.str(v, what+".budget_period"); err == nil {
+						if d.key.BudgetPeriod, err = keystore.ParsePeriod(s); err != nil {
+							err = p.errf(v, "%s.budget_period: want total, day or month, got %q", what, s)
+						}
+					}
 				case "drop_unsupported":
 					d.key.DropUnsupported, err = p.boolean(v, what+".drop_unsupported")
 				default:
-					err = p.errf(k, "%s: unknown key %q (known: name, sha256, key_env, models, rpm, tpm, concurrency, budget_usd, drop_unsupported)", what, key)
+					err = p.errf(k, "%s: unknown key %q (known: name, sha256, key_env, models, rpm, tpm, concurrency, budget_usd, budget_period, drop_unsupported)", what, key)
 				}
 				return err
 			})
@@ -265,6 +288,7 @@ func cmdServe(ctx context.Context, e env, args []string) int {
 	sessionModel := fs.String("session-model", "", "")
 	metrics := fs.Bool("metrics", false, "")
 	requestLogFlag := fs.String("request-log", "", "")
+	storeFlag := fs.String("store", "", "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -288,7 +312,13 @@ func cmdServe(ctx context.Context, e env, args []string) int {
 		fmt.Fprintf(e.stderr, "chorus serve: %v\n", err)
 		return 2
 	}
-	if len(keys) == 0 && !loopbackAddr(*addr) {
+	keyStore, storeWhere, closeStore, err := openKeyStore(ctx, *storeFlag, *filesDir, cfg.gateway.store, len(keys) > 0) // gatewaystore.go
+	if err != nil {
+		fmt.Fprintf(e.stderr, "chorus serve: %v\n", err)
+		return 2
+	}
+	defer closeStore()
+	if len(keys) == 0 && keyStore == nil && !loopbackAddr(*addr) {
 		fmt.Fprintf(e.stderr, "chorus serve: --addr %s is not a loopback address and no gateway key is configured: anyone who can reach it would spend your provider keys (add gateway: keys: to the config, or listen on 127.0.0.1)\n", *addr)
 		return 2
 	}
@@ -315,7 +345,7 @@ func cmdServe(ctx context.Context, e env, args []string) int {
 	// The gateway's batch jobs show on the console's Batches page.
 	batches := batch.NewRegistry(20)
 	gopts := gateway.Options{Keys: keys, Logger: slog.New(slog.NewTextHandler(e.stderr, nil)), FilesDir: *filesDir, Batches: batches, FanOut: cfg.gateway.fanOut,
-		DefaultProviders: cfg.gateway.providers, DropUnsupported: cfg.gateway.drop, CacheShareAcrossKeys: cfg.cache.share,
+		DefaultProviders: cfg.gateway.providers, DropUnsupported: cfg.gateway.drop, CacheShareAcrossKeys: cfg.cache.share, KeyStore: keyStore,
 		Console: console.PagePrefix} // a browser at / lands on the console
 	if *nativeBatches {
 		gopts.BatchNative = &batch.Native{Clients: nativeClients(e)}
@@ -352,10 +382,13 @@ func cmdServe(ctx context.Context, e env, args []string) int {
 	srv := &http.Server{Handler: withMetrics(mux), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	if len(keys) == 0 {
+	switch {
+	case keyStore != nil:
+		fmt.Fprintf(e.stderr, "chorus serve: gateway keys and spend ledger in %s (%d key(s) configured)\n", storeWhere, len(keys))
+	case len(keys) == 0:
 		fmt.Fprintln(e.stderr, "chorus serve: no gateway key configured: serving loopback only, without authentication")
-	} else {
-		fmt.Fprintf(e.stderr, "chorus serve: %d gateway key(s)\n", len(keys))
+	default:
+		fmt.Fprintf(e.stderr, "chorus serve: %d gateway key(s), limits and spend in memory\n", len(keys))
 	}
 	fmt.Fprintf(e.stdout, "listening http://%s\n", ln.Addr())
 	announce("http://" + ln.Addr().String())

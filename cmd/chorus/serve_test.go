@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,18 @@ func startServe(t *testing.T, vars map[string]string, args ...string) (base stri
 
 func post(t *testing.T, url, body string, header ...string) (int, string) {
 	t.Helper()
+	r := postResp(t, url, body, header...)
+	return r.code, r.body
+}
+
+type postAnswer struct {
+	code   int
+	header http.Header
+	body   string
+}
+
+func postResp(t *testing.T, url, body string, header ...string) postAnswer {
+	t.Helper()
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
 	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
@@ -61,7 +74,7 @@ func post(t *testing.T, url, body string, header ...string) (int, string) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return postAnswer{resp.StatusCode, resp.Header, string(b)}
 }
 
 func TestServeWithoutKeysOnLoopback(t *testing.T) {
@@ -126,13 +139,15 @@ func TestServeGatewayKeys(t *testing.T) {
 }
 
 // TestServeGatewayKeyBudget: budget_usd in gateway.keys is spent from the
-// prices: section's costs; once spent, the key's calls are refused with a
-// 429 insufficient_quota. A budget without prices is a config error.
+// prices: section's costs: each call reserves its most possible cost
+// before it runs, so the key is refused with a 429 insufficient_quota
+// before its budget can be overrun, and the costs the client was told
+// stay within it. A budget without prices is a config error.
 func TestServeGatewayKeyBudget(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "chorus.yaml")
 	const yml = `prices:
-  sim/echo: {input: 100000, output: 100000}
+  sim/echo: {input: 1000, output: 1000}
 gateway:
   keys:
     - name: capped
@@ -143,13 +158,30 @@ gateway:
 		t.Fatal(err)
 	}
 	base, stop := startServe(t, map[string]string{"CHORUS_TEST_BUDGET_KEY": "gk-budget-1"}, "--addr", "127.0.0.1:0", "--config", cfg)
-	const body = `{"model":"sim/echo","messages":[{"role":"user","content":"ping"}]}`
-	// $0.10 a token: the first answer spends the budget.
-	if code, b := post(t, base+"/v1/chat/completions", body, "Authorization", "Bearer gk-budget-1"); code != 200 {
-		t.Errorf("first call: %d %s", code, b)
+	// $0.001 a token; a call reserves ~$0.17 (its bytes as tokens, and
+	// its max_tokens): at most two fit in $0.5 at once, and every call
+	// costs less than it reserved.
+	const body = `{"model":"sim/echo","max_tokens":100,"messages":[{"role":"user","content":"ping"}]}`
+	served, spent := 0, 0.0
+	for ; served < 200; served++ {
+		resp := postResp(t, base+"/v1/chat/completions", body, "Authorization", "Bearer gk-budget-1")
+		if resp.code == 429 {
+			if !strings.Contains(resp.body, "insufficient_quota") {
+				t.Fatalf("refused: %s", resp.body)
+			}
+			break
+		}
+		if resp.code != 200 {
+			t.Fatalf("call %d: %d %s", served, resp.code, resp.body)
+		}
+		c, err := strconv.ParseFloat(resp.header.Get("x-chorus-cost-usd"), 64)
+		if err != nil || c <= 0 {
+			t.Fatalf("x-chorus-cost-usd %q", resp.header.Get("x-chorus-cost-usd"))
+		}
+		spent += c
 	}
-	if code, b := post(t, base+"/v1/chat/completions", body, "Authorization", "Bearer gk-budget-1"); code != 429 || !strings.Contains(b, "insufficient_quota") {
-		t.Errorf("past the budget: %d %s", code, b)
+	if served == 0 || served == 200 || spent > 0.5 || spent < 0.5-0.2 {
+		t.Errorf("%d calls served, $%v spent of $0.5", served, spent)
 	}
 	if exit, stderr := stop(); exit != 0 {
 		t.Errorf("exit %d, stderr %s", exit, stderr)
