@@ -89,14 +89,15 @@ func serveConsole(e env, cmd, addr string, opt console.Options, made bool) (stop
 // the server listens.
 func serveConsoleMux(e env, st *stack, gw http.Handler, batches *batch.Registry, rlog *requestlog.Logger, addr, journalPath, model, tokenFlag string) (h http.Handler, announce func(base string), closeAll func(), err error) {
 	var closers []func()
-	closeAll = func() {
+	closeEach := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
 			closers[i]()
 		}
 	}
+	closeAll = closeEach
 	defer func() {
-		if err != nil {
-			closeAll()
+		if err != nil { // closeAll is nil then: a failed return sets it so
+			closeEach()
 		}
 	}()
 	var media session.MediaStore

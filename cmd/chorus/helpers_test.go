@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,10 +13,21 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/chorusrt/chorus/internal/pgtest"
 	"github.com/chorusrt/chorus/internal/testkit/syncbuf"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	code := m.Run()
+	pgtest.Stop() // the PostgreSQL of the fleet tests, when one was started
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 // runCLI runs chorus in-process with the given environment (nothing else
 // of the real environment is visible: no key leaks in from the machine).
