@@ -185,6 +185,8 @@ func (h *Handler) routes() {
 	m.Handle("GET "+PagePrefix+"cluster", h.auth.page(h.pageCluster))
 	m.Handle("GET "+PagePrefix+"requests", h.auth.page(h.pageRequests)) // requests_pages.go
 	m.Handle("GET "+PagePrefix+"usage", h.auth.page(h.pageUsage))
+	m.Handle("GET "+PagePrefix+"keys", h.auth.page(h.pageKeys)) // keys_pages.go
+	m.Handle("GET "+PagePrefix+"keys/{id}", h.auth.page(h.pageKey))
 	h.mux = m
 }
 

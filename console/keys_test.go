@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chorusrt/chorus/keystore"
+	"github.com/chorusrt/chorus/requestlog"
 )
 
 // keysKit is a console over a SQLite key store (and, with a request log,
@@ -382,5 +383,62 @@ func TestKeysAPIErrors(t *testing.T) {
 		if r.status != 404 || r.errCode(t) != "no_keystore" {
 			t.Fatalf("%v without a key store: %d %s", c, r.status, r.body)
 		}
+	}
+	if r := none.do(req{path: PagePrefix + "keys", bearer: testToken}); r.status != 200 || !strings.Contains(string(r.body), "no key store") {
+		t.Fatalf("Keys page without a key store: %d", r.status)
+	}
+}
+
+// TestKeysPages renders the Keys page and a key's page on the server:
+// names, fingerprints, limits, status, spend against the budget, the
+// charts from the request log; never a key's text.
+func TestKeysPages(t *testing.T) {
+	rs, err := requestlog.OpenSQLite(filepath.Join(t.TempDir(), "requests.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lg := requestlog.New(rs, requestlog.Options{})
+	defer lg.Close(context.Background())
+	k := newKeysKit(t, Options{RequestLog: lg})
+	var a KeyBody
+	k.call("POST", "keys", KeyRequest{Name: ptr("team-a"), Models: ptr([]string{"sim/echo"}), RPM: ptr(60), BudgetUSD: ptr(10.0)}, 201).json(t, &a)
+	k.spend(a.Key.ID, "", 2.5, 0, 4)
+	now := time.Now().UTC()
+	var recs []requestlog.Record
+	for i := range 30 {
+		recs = append(recs, requestlog.Record{Time: now.Add(-time.Duration(i*20) * time.Minute), KeyName: "team-a", KeyFingerprint: a.Key.Fingerprint,
+			Route: "POST /v1/chat/completions", Model: "sim/echo", Provider: "sim", Status: 200, InputTokens: 100, OutputTokens: 20, Cost: 0.01, Latency: time.Millisecond})
+	}
+	recs = append(recs, requestlog.Record{Time: now, KeyName: "team-b", Status: 200, Cost: 9})
+	if err := rs.Insert(context.Background(), recs); err != nil {
+		t.Fatal(err)
+	}
+
+	page := k.do(req{path: PagePrefix + "keys", bearer: testToken})
+	body := string(page.body)
+	if page.status != 200 || !strings.Contains(body, `data-id="`+a.Key.ID+`"`) || !strings.Contains(body, a.Key.Fingerprint) || !strings.Contains(body, "sim/echo") ||
+		!strings.Contains(body, "$2.5000") || !strings.Contains(body, `<meter min="0" max="10"`) || !strings.Contains(body, `id="key-create"`) || !strings.Contains(body, `>Keys</a>`) {
+		t.Fatalf("Keys page: %d %s", page.status, body)
+	}
+	if strings.Contains(body, a.Secret) {
+		t.Fatal("the Keys page shows a key's text")
+	}
+	page = k.do(req{path: PagePrefix + "keys/" + a.Key.ID, bearer: testToken})
+	body = string(page.body)
+	for _, want := range []string{`id="chart-spend"`, `id="chart-requests"`, `id="chart-tokens"`, `data-series="input"`, `id="key-update"`, `id="key-rotate"`, `id="revoke"`, "4 calls", `value="60"`} {
+		if !strings.Contains(body, want) {
+			t.Fatalf("key page lacks %s: %s", want, body)
+		}
+	}
+	if strings.Contains(body, a.Secret) {
+		t.Fatal("a key's page shows its text")
+	}
+	// The charts count this key's records only: 30 requests, $0.30.
+	rows, err := rs.Usage(context.Background(), requestlog.UsageQuery{Filter: requestlog.Filter{Key: "team-a"}})
+	if err != nil || len(rows) != 1 || rows[0].Requests != 30 {
+		t.Fatalf("usage of team-a: %+v %v", rows, err)
+	}
+	if r := k.do(req{path: PagePrefix + "keys/key_nope", bearer: testToken}); r.status != 404 || !strings.Contains(string(r.body), "no key has the id") {
+		t.Fatalf("an unknown key's page: %d", r.status)
 	}
 }
