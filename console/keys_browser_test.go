@@ -16,8 +16,8 @@ import (
 // TestBrowserKeys drives the Keys pages in chromium as an operator: log
 // in, create a key with the form (its text shown once, its hash stored),
 // open its page, set its budget and limits, watch its spend rise as a
-// replica settles through the ledger (no reload), revoke it; the Keys page
-// and the key's page are captured.
+// replica settles through the ledger (no reload), rotate it with grace,
+// revoke it; the Keys page and the key's page are captured.
 func TestBrowserKeys(t *testing.T) {
 	ctx := browser(t)
 	dir := artifacts(t)
@@ -141,15 +141,29 @@ func TestBrowserKeys(t *testing.T) {
 	shoot(t, ctx, dir, "keys")
 	plog.clean(t, "keys")
 
+	// Rotate it with an hour's grace: the new text shown once, both work.
+	within(t, ctx, 20*time.Second, "rotate",
+		chromedp.Navigate(k.srv.URL+PagePrefix+"keys/"+a.ID),
+		chromedp.WaitVisible(chromedp.CSS("#key-rotate")),
+		chromedp.SendKeys(chromedp.CSS(`#key-rotate input[name=grace]`), "1h"),
+		chromedp.Click(chromedp.CSS("#rotate-submit")),
+		chromedp.WaitVisible(chromedp.CSS("#new-secret")),
+	)
+	rotated := evalJS[string](t, ctx, `document.querySelector('#secret-text').textContent`)
+	waitText(t, ctx, "#k-status", "rotating (the previous key works until ")
+	if a, _ = k.st.Get(context.Background(), a.ID); rotated == secret || !a.Accepts(keystore.HashKey(rotated), time.Now()) || !a.Accepts(keystore.HashKey(secret), time.Now()) {
+		t.Fatalf("after Rotate with 1h of grace: %+v (the page showed %q)", a, rotated)
+	}
+	waitText(t, ctx, "#k-fingerprint", a.Fingerprint())
+	plog.clean(t, "rotate")
+
 	// Revoke it: the page says so, the store refuses the key.
 	within(t, ctx, 20*time.Second, "revoke",
-		chromedp.Navigate(k.srv.URL+PagePrefix+"keys/"+a.ID),
-		chromedp.WaitVisible(chromedp.CSS("#revoke")),
 		chromedp.Click(chromedp.CSS("#revoke")),
 	)
 	waitText(t, ctx, "#key-result", "revoked")
 	waitText(t, ctx, "#k-status", "revoked at ")
-	if a, _ = k.st.Get(context.Background(), a.ID); a.Live() || a.Accepts(keystore.HashKey(secret), time.Now()) {
+	if a, _ = k.st.Get(context.Background(), a.ID); a.Live() || a.Accepts(keystore.HashKey(secret), time.Now()) || a.Accepts(keystore.HashKey(rotated), time.Now()) {
 		t.Fatalf("after Revoke: %+v", a)
 	}
 	if dis := evalJS[bool](t, ctx, `document.querySelector('#update-submit').disabled && document.querySelector('#revoke').disabled`); !dis {
