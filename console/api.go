@@ -23,7 +23,8 @@ type ErrorBody struct {
 // ErrorInfo says what went wrong. Code is stable: unauthorized, read_only,
 // csrf, bad_request, not_found, unknown_session, unknown_interrupt,
 // already_resolved, stale_interrupt, no_active_turn, no_sessions, closed,
-// timeout, internal.
+// timeout, internal; of the keys' admin API, unknown_key, conflict,
+// revoked and no_keystore.
 type ErrorInfo struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
@@ -32,6 +33,10 @@ type ErrorInfo struct {
 	Approved *bool  `json:"approved,omitempty"`
 	Expired  bool   `json:"expired,omitempty"`
 	Reason   string `json:"reason,omitempty"`
+	// Field names the field of the body at fault, on a bad_request of the
+	// keys' admin API ("budget_usd", "models[1]", "body" for a body that
+	// is not JSON).
+	Field string `json:"field,omitempty"`
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chorusrt/chorus/batch"
+	"github.com/chorusrt/chorus/keystore"
 	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/requestlog"
 	"github.com/chorusrt/chorus/runtime"
@@ -66,6 +67,11 @@ type Options struct {
 	// RequestLog, when set, is the gateway's request log, read by GET
 	// /api/console/requests and /api/console/usage (requests.go).
 	RequestLog *requestlog.Logger
+	// KeyStore, when set, is the gateway's key store: the Keys page and
+	// the admin API under /api/console/keys (keys.go) list, create,
+	// update, rotate and revoke its keys, reads with the read access,
+	// changes with the operator token.
+	KeyStore *keystore.Store
 	// Logger receives the console's log lines (default: discarded).
 	Logger *slog.Logger
 }
@@ -161,6 +167,7 @@ func (h *Handler) routes() {
 	m.Handle("POST "+APIPrefix+"sessions/{id}/reject", write(h.apiResolve(false)))
 	m.Handle("POST "+APIPrefix+"sessions/{id}/cancel", write(h.apiCancel))
 	m.Handle("POST "+APIPrefix+"sessions/{id}/messages", write(h.apiSend))
+	h.keyRoutes(m, read, write) // keys.go
 	m.Handle(APIPrefix, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such console endpoint: "+r.Method+" "+r.URL.Path)
 	}))
@@ -178,6 +185,8 @@ func (h *Handler) routes() {
 	m.Handle("GET "+PagePrefix+"cluster", h.auth.page(h.pageCluster))
 	m.Handle("GET "+PagePrefix+"requests", h.auth.page(h.pageRequests)) // requests_pages.go
 	m.Handle("GET "+PagePrefix+"usage", h.auth.page(h.pageUsage))
+	m.Handle("GET "+PagePrefix+"keys", h.auth.page(h.pageKeys)) // keys_pages.go
+	m.Handle("GET "+PagePrefix+"keys/{id}", h.auth.page(h.pageKey))
 	h.mux = m
 }
 

@@ -26,6 +26,8 @@
 //	/console/sessions/{id}  one session: state, pending approvals, tool calls (effect, attempts, outcome), the journal's timeline (turns, steps, model calls with usage, approvals), live events, send a message, cancel the turn
 //	/console/approvals      every pending approval: arguments, a deadline countdown, approve or reject with a note
 //	/console/cluster        on a cluster member: this member, the members, which member owns each key's budget, where each session lives (its lease's holder), the journal's sessions
+//	/console/keys           with Options.KeyStore, the gateway's keys: name, fingerprint (never the key), models, limits, status, spend against the budget (a bar); a form that creates one (its text shown once)
+//	/console/keys/{id}      one key: its settings, spend (live) and ledger, charts of its spend, requests and tokens per hour from Options.RequestLog; forms that set its budget and limits, rotate and revoke it
 //	/console/login          the operator token in, a login cookie out
 //
 // # API
@@ -46,6 +48,8 @@
 //	POST /api/console/sessions/{id}/reject   {"interrupt": "...", "note": "..."} -> 200 ResolveResponse
 //	POST /api/console/sessions/{id}/cancel   -> 200 (409 no_active_turn)
 //	POST /api/console/sessions/{id}/messages {"text": "..."} -> 202
+//	GET  /api/console/keys                   KeysBody (Options.KeyStore; keys.go names every route of the keys' admin API)
+//	POST /api/console/keys                   KeyRequest -> 201 KeyBody with the key's text, once
 //
 // A resolution goes through session.Manager.Resolve (or the cluster's),
 // with its exactly-once rule: the second resolution of an interrupt, from

@@ -22,7 +22,7 @@ type pages struct {
 	sets map[string]*template.Template
 }
 
-var pageNames = []string{"login", "credentials", "batches", "sessions", "session", "approvals", "cluster", "requests", "usage"}
+var pageNames = []string{"login", "credentials", "batches", "sessions", "session", "approvals", "cluster", "requests", "usage", "keys", "key"}
 
 func newPages() (*pages, error) {
 	funcs := template.FuncMap{
@@ -57,6 +57,8 @@ func newPages() (*pages, error) {
 		},
 		"f1":      func(v float64) string { return fmt.Sprintf("%.1f", v) },
 		"join":    strings.Join,
+		"dollars": dollars,
+		"pct":     spendPct,
 		"pathesc": url.PathEscape,
 		"budget": func(remaining, limit int) string {
 			if remaining < 0 {
@@ -79,7 +81,7 @@ func newPages() (*pages, error) {
 	}
 	p := &pages{sets: map[string]*template.Template{}}
 	for _, name := range pageNames {
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(webFS, "web/templates/layout.html", "web/templates/"+name+".html")
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(webFS, "web/templates/layout.html", "web/templates/keyparts.html", "web/templates/"+name+".html")
 		if err != nil {
 			return nil, err
 		}

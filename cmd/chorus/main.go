@@ -16,6 +16,7 @@ const usage = `usage: chorus <command> [flags] [args]
 Commands:
   batch    run an OpenAI Batch JSONL file (chat and embeddings) with resume
   chat     stream one prompt to one or more models at once
+  keys     list, show, create, update, rotate or revoke a server's gateway keys
   models   list the models of every registered provider, or of one
   node     run a member of a Chorus cluster (shared budgets, sessions, batches)
   serve    serve OpenAI-, Anthropic- and Gemini-compatible APIs over the runtime
@@ -98,6 +99,8 @@ func run(ctx context.Context, e env, args []string) int {
 		return cmdServe(ctx, e, args[1:])
 	case "sessions":
 		return cmdSessions(ctx, e, args[1:])
+	case "keys":
+		return cmdKeys(ctx, e, args[1:]) // keys.go
 	case "usage":
 		return cmdUsage(ctx, e, args[1:]) // requestlog.go
 	case "version":

@@ -44,10 +44,11 @@
     if (l) l.className = ok ? "live on" : "live off";
   }
 
-  async function post(path, body) {
+  async function post(path, body) { return send("POST", path, body); }
+  async function send(method, path, body) {
     const headers = { "Content-Type": "application/json" };
     if (CSRF) headers["X-CSRF-Token"] = CSRF;
-    const res = await fetch(API + path, { method: "POST", headers: headers, body: JSON.stringify(body || {}), credentials: "same-origin" });
+    const res = await fetch(API + path, { method: method, headers: headers, body: JSON.stringify(body || {}), credentials: "same-origin" });
     let data = null;
     try { data = await res.json(); } catch (e) { data = null; }
     return { status: res.status, data: data };
@@ -355,6 +356,133 @@
     setInterval(() => refreshSession().catch(() => {}), 5000);
   }
 
+  // ---- Keys: the list, a key's page and their forms (the admin API).
+  function money(v) { return "$" + v.toFixed(4); }
+  function spendText(k) {
+    let s = money(k.spend.spent_usd);
+    if (k.spend.reserved_usd) s += " + " + money(k.spend.reserved_usd) + " reserved";
+    s += k.budget_usd ? " of " + money(k.budget_usd) : " (no budget)";
+    if (k.budget_period !== "total") s += k.budget_period === "day" ? " today" : " this " + k.budget_period;
+    return s + " · " + k.spend.calls + " calls";
+  }
+  // renderSpend redraws a spend cell: the meter against the budget, the text.
+  function renderSpend(cell, k) {
+    let m = cell.querySelector("meter");
+    if (k.budget_usd > 0) {
+      if (!m) { m = document.createElement("meter"); m.min = 0; cell.insertBefore(m, cell.firstChild); cell.insertBefore(document.createTextNode(" "), m.nextSibling); }
+      m.max = k.budget_usd; m.high = k.budget_usd; m.value = k.spend.spent_usd;
+      m.title = Math.min(100, 100 * (k.spend.spent_usd + k.spend.reserved_usd) / k.budget_usd).toFixed(1) + "% used";
+    } else if (m) { m.remove(); }
+    cell.querySelector(".spend-text").textContent = spendText(k);
+  }
+  // keyBody reads a key form: models split on commas, numbers as numbers.
+  function keyBody(form) {
+    const b = {};
+    for (const i of form.querySelectorAll("input[name], select[name]")) {
+      if (i.name === "grace") continue;
+      if (i.name === "models") b.models = i.value.split(",").map((m) => m.trim()).filter((m) => m);
+      else if (i.type === "checkbox") b[i.name] = i.checked;
+      else if (i.type === "number") b[i.name] = i.value === "" ? 0 : Number(i.value);
+      else b[i.name] = i.value;
+    }
+    return b;
+  }
+  function showResult(r, okText) {
+    const out = document.getElementById("key-result");
+    if (!out) return;
+    if (r.status < 300) { out.textContent = okText; out.className = "result ok"; return; }
+    out.textContent = describeError(r) + (r.data && r.data.error && r.data.error.field ? " (field " + r.data.error.field + ")" : "");
+    out.className = "result bad";
+  }
+  function showSecret(secret) {
+    document.getElementById("secret-text").textContent = secret;
+    document.getElementById("new-secret").hidden = false;
+  }
+  function initKeys() {
+    const create = document.getElementById("key-create");
+    if (create) create.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const r = await post("keys", keyBody(create));
+      showResult(r, r.status === 201 ? "created " + r.data.key.name + " (" + r.data.key.fingerprint + ")" : "");
+      if (r.status !== 201) return;
+      showSecret(r.data.secret);
+      document.getElementById("new-key-link").href = PREFIX + "keys/" + encodeURIComponent(r.data.key.id);
+      const tb = document.querySelector("#keys tbody");
+      const none = tb.querySelector("tr.none");
+      if (none) none.remove();
+      const k = r.data.key;
+      const cell = el("td", null, "spend"); cell.appendChild(el("span", "", "spend-text"));
+      const tr = row([link(PREFIX + "keys/" + encodeURIComponent(k.id), k.name), { text: k.fingerprint, cls: "mono" }, k.models.length ? k.models.join(", ") : "every model",
+        num(k.rpm || "-"), num(k.tpm || "-"), num(k.concurrency || "-"), { text: k.status, cls: "status state-" + k.status }]);
+      tr.appendChild(cell); tr.dataset.id = k.id; tb.appendChild(tr);
+      renderSpend(cell, k);
+      create.reset();
+    });
+    const box = document.getElementById("key");
+    if (box) {
+      const id = box.dataset.id;
+      const update = document.getElementById("key-update");
+      if (update) update.addEventListener("submit", async (ev) => {
+        ev.preventDefault();
+        const r = await send("PATCH", "keys/" + encodeURIComponent(id), keyBody(update));
+        showResult(r, "saved");
+        if (r.status === 200) renderKey(r.data.key);
+      });
+      const rotate = document.getElementById("key-rotate");
+      if (rotate) rotate.addEventListener("submit", async (ev) => {
+        ev.preventDefault();
+        const grace = rotate.querySelector("input[name=grace]").value.trim();
+        const r = await post("keys/" + encodeURIComponent(id) + "/rotate", grace ? { grace: grace } : {});
+        showResult(r, "rotated: the new fingerprint is " + (r.data && r.data.key ? r.data.key.fingerprint : ""));
+        if (r.status === 200) { showSecret(r.data.secret); renderKey(r.data.key); }
+      });
+      const revoke = document.getElementById("revoke");
+      if (revoke) revoke.addEventListener("click", async () => {
+        const r = await post("keys/" + encodeURIComponent(id) + "/revoke", {});
+        showResult(r, "revoked");
+        if (r.status === 200) {
+          renderKey(r.data.key);
+          for (const f of document.querySelectorAll("#key-update, #key-rotate")) for (const i of f.elements) i.disabled = true;
+          revoke.disabled = true;
+        }
+      });
+      poll(async () => {
+        const v = await getJSON("keys/" + encodeURIComponent(id));
+        renderKey(v.key);
+        renderLedger(v.ledger);
+      }, 1000);
+      return;
+    }
+    if (document.getElementById("keys")) poll(async () => {
+      for (const k of (await getJSON("keys")).keys) {
+        const tr = document.querySelector('#keys tr[data-id="' + CSS.escape(k.id) + '"]');
+        if (!tr) continue;
+        renderSpend(tr.querySelector("td.spend"), k);
+        const st = tr.querySelector("td.status"); st.textContent = k.status; st.className = "status state-" + k.status;
+      }
+    }, 2000);
+  }
+  function renderKey(k) {
+    const set = (id, t) => { const e = document.getElementById(id); if (e) e.textContent = t; };
+    let st = k.status;
+    if (k.previous_valid_until) st += " (the previous key works until " + iso(k.previous_valid_until) + ")";
+    if (k.revoked) st += " at " + iso(k.revoked);
+    set("k-status", st); document.getElementById("k-status").className = "state-" + k.status;
+    set("k-fingerprint", k.fingerprint);
+    set("k-models", k.models.length ? k.models.join(", ") : "every model");
+    set("k-limits", k.rpm + " rpm, " + k.tpm + " tpm, " + k.concurrency + " at once (0: none)");
+    set("k-updated", iso(k.updated));
+    renderSpend(document.getElementById("k-spend"), k);
+  }
+  function iso(t) { return t ? t.replace(/\.\d+Z$/, "Z") : "-"; }
+  function renderLedger(ledger) {
+    const tb = document.querySelector("#ledger tbody");
+    if (!tb) return;
+    clear(tb);
+    if (!ledger.length) { const tr = row([{ text: "Nothing spent yet.", cls: "empty" }]); tr.firstChild.colSpan = 3; tb.appendChild(tr); }
+    for (const l of ledger) tb.appendChild(row([l.period || "total", num(money(l.spent_usd)), num(l.calls)]));
+  }
+
   function init() {
     setInterval(countdowns, 1000);
     countdowns();
@@ -365,6 +493,7 @@
         if (document.getElementById("session")) initSession();
         else if (document.getElementById("sessions")) poll(refreshSessions, 2000);
         break;
+      case "keys": initKeys(); break;
       case "approvals": {
         const t = document.getElementById("approvals");
         wireApprovals(t);
