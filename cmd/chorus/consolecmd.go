@@ -17,6 +17,7 @@ import (
 
 	"github.com/chorusrt/chorus/batch"
 	"github.com/chorusrt/chorus/console"
+	"github.com/chorusrt/chorus/keystore"
 	"github.com/chorusrt/chorus/requestlog"
 	"github.com/chorusrt/chorus/session"
 	"github.com/chorusrt/chorus/store"
@@ -87,7 +88,7 @@ func serveConsole(e env, cmd, addr string, opt console.Options, made bool) (stop
 // a temporary directory, removed by closeAll) whose model is model
 // (empty: the default model). announce prints where the console is once
 // the server listens.
-func serveConsoleMux(e env, st *stack, gw http.Handler, batches *batch.Registry, rlog *requestlog.Logger, addr, journalPath, model, tokenFlag string) (h http.Handler, announce func(base string), closeAll func(), err error) {
+func serveConsoleMux(e env, st *stack, gw http.Handler, batches *batch.Registry, rlog *requestlog.Logger, keys *keystore.Store, addr, journalPath, model, tokenFlag string) (h http.Handler, announce func(base string), closeAll func(), err error) {
 	var closers []func()
 	closeEach := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -135,7 +136,7 @@ func serveConsoleMux(e env, st *stack, gw http.Handler, batches *batch.Registry,
 		return nil, nil, nil, fmt.Errorf("recovering the sessions of %s: %w", journalPath, err)
 	}
 	token, made := consoleToken(e, tokenFlag)
-	ch, err := console.New(console.Options{Runtime: st.rt, Sessions: m, Batches: batches, RequestLog: rlog, Token: token, Loopback: loopbackAddr(addr),
+	ch, err := console.New(console.Options{Runtime: st.rt, Sessions: m, Batches: batches, RequestLog: rlog, KeyStore: keys, Token: token, Loopback: loopbackAddr(addr),
 		Logger: slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		return nil, nil, nil, err

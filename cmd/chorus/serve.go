@@ -368,7 +368,7 @@ func cmdServe(ctx context.Context, e env, args []string) int {
 		_ = h.Close(cctx)
 	}()
 	// The console beside the gateway, with its sessions (consolecmd.go).
-	mux, announce, closeConsole, err := serveConsoleMux(e, st, h, batches, rlog, *addr, *journalPath, *sessionModel, *token)
+	mux, announce, closeConsole, err := serveConsoleMux(e, st, h, batches, rlog, keyStore, *addr, *journalPath, *sessionModel, *token)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "chorus serve: %v\n", err)
 		return 2
