@@ -135,7 +135,7 @@ gateway:
 	start := func() []*serveProc {
 		var ps []*serveProc
 		for range 3 {
-			ps = append(ps, startServeProc(t, bin, env, "--config", cfg))
+			ps = append(ps, startServeProc(t, bin, env, "--config", cfg, "--token", "op-token-fleet"))
 		}
 		return ps
 	}
@@ -289,7 +289,46 @@ gateway:
 	if total == 0 || (len(perWindow) == 1 && total != 30) {
 		t.Errorf("accepted per window: %v, want 30 in a window", perWindow)
 	}
+
+	// A key made with chorus keys through one replica works on the other
+	// two within a second; revoked, all three refuse it within a second.
+	code, secret, stderr := runCLI(t, context.Background(), nil, "keys", "create", "--name", "late", "--rpm", "100", "--addr", ps[0].url, "--token", "op-token-fleet")
+	secret = strings.TrimSpace(secret)
+	if code != 0 || !strings.HasPrefix(secret, "sk-chorus-") {
+		t.Fatalf("chorus keys create: exit %d, %q, %s", code, secret, stderr)
+	}
+	within := func(what string, want int) {
+		t.Helper()
+		end := time.Now().Add(time.Second)
+		for {
+			all := true
+			for _, p := range ps {
+				if c, _, _, err := call(p.url, secret, 10); err != nil || c != want {
+					all = false
+				}
+			}
+			if all {
+				return
+			}
+			if time.Now().After(end) {
+				t.Fatalf("%s: not on every replica within a second", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	within("a key created through replica 0", 200)
+	late, err := st.ByName(context.Background(), "late")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runCLI(t, context.Background(), nil, "keys", "revoke", late.ID, "--addr", ps[1].url, "--token", "op-token-fleet"); code != 0 {
+		t.Fatalf("chorus keys revoke: exit %d %s", code, stderr)
+	}
+	within("a key revoked through replica 1", 401)
 	for _, p := range ps {
 		p.stop(t)
+		if strings.Contains(p.out.String(), secret) || strings.Contains(p.out.String(), "gk-capped-fleet") {
+			t.Errorf("a gateway key in a replica's output")
+		}
 	}
 }
