@@ -148,6 +148,39 @@
 // Provider keys are never taken from a client, never forwarded from one,
 // never shown: a client's key is only ever compared with the gateway keys.
 //
+// # A fleet: keys, limits and spend in a key store
+//
+// With Options.KeyStore (package keystore: a SQLite file for one server,
+// PostgreSQL for a fleet) the keys live in the store: Options.Keys seed
+// it, and every change made in it (through any replica's console, or
+// chorus keys) is followed by a poll every 250 ms, a rotated key's
+// previous hash accepted through its grace period. Limits and budgets
+// then hold for every replica on the store (fleet.go): requests and
+// tokens are leased per aligned UTC minute, a twentieth of the limit at a
+// time, concurrency slots one at a time, and budget as a reservation, a
+// hundredth at a time, each ahead of need, so a request pays a store round
+// trip only when its replica's lease has run out. Each call reserves its
+// most possible cost before it runs (estimate.go: its bytes as tokens at
+// the dearest input price, its max_tokens or 4,096 at the output price)
+// and is refused when the key's budget cannot cover it: the budget is
+// never overrun (but by what a call without max_tokens answered beyond
+// 4,096 tokens). Costs are settled in one transaction per replica every
+// 250 ms; a call that cost more than its reservation reserves the rest
+// before its answer is sent. A replica killed with SIGKILL leaves its
+// reservation counted, and after 10 s of silence a live replica counts it
+// as spent: the ledger never under-counts, and over-counts by at most what
+// the dead replica held (its calls' reservations and two hundredths of
+// the budget). While the store is unreachable a replica serves from its
+// leases, then from its share of each limit (the limit over the live
+// replicas it last saw) for the window; a call that needs more budget
+// reservation gets a 503. Departure from DESIGN.md's "through the
+// cluster": the store is the owner of each key's leases, not a cluster
+// grain. Every replica already shares the store and needs it for the
+// ledger (which must survive SIGKILL); an owner grain would add a second
+// thing to fail and a round trip per grant, and would still have to write
+// the store. Leases taken from the store in chunks keep the request path
+// free of both.
+//
 // # Headers
 //
 // Every answer to a keyed request carries the key's own limits in the

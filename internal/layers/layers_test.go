@@ -61,6 +61,7 @@ func TestImportsPointDown(t *testing.T) {
 		{"mcptools", []string{"runtime", "cluster", "gateway", "batch", "cmd"}},
 		{"gateway", []string{"cluster", "cmd"}},
 		{"requestlog", []string{"runtime", "actors", "providers", "session", "store", "pipeline", "cluster", "batch", "gateway", "console", "cmd"}},
+		{"keystore", []string{"llm", "runtime", "actors", "providers", "session", "store", "pipeline", "cluster", "batch", "gateway", "console", "cmd"}},
 		{"console", []string{"gateway", "cmd", "llmtest", "sim"}},
 	}
 	for _, r := range rules {
