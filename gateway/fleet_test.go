@@ -94,7 +94,9 @@ func post(t *testing.T, url, key, body string) (int, http.Header, string) {
 
 const chatBody = `{"model":"openai/gpt-4.1-mini","max_tokens":500,"messages":[{"role":"user","content":"hello"}]}`
 
-func pgOpener(t *testing.T) func() *keystore.Store {
+func pgOpener(t *testing.T) func() *keystore.Store { return pgOpenerTB(t) }
+
+func pgOpenerTB(t testing.TB) func() *keystore.Store {
 	dsn := pgtest.SchemaDSN(t)
 	return func() *keystore.Store {
 		st, err := keystore.OpenPostgres(context.Background(), dsn)
@@ -105,7 +107,7 @@ func pgOpener(t *testing.T) func() *keystore.Store {
 	}
 }
 
-func sqliteOpener(t *testing.T) func() *keystore.Store {
+func sqliteOpener(t testing.TB) func() *keystore.Store {
 	path := filepath.Join(t.TempDir(), "gateway.db")
 	return func() *keystore.Store {
 		st, err := keystore.OpenSQLite(path)
