@@ -55,12 +55,12 @@ type fleetKey struct {
 	// fetch serialises this key's store calls on the request path.
 	fetch sync.Mutex
 
-	win                 int64 // the window the leases are of
-	reqLease, tokLease  int64 // requests and tokens left to use
-	reqLeft, tokLeft    int64 // what the store said was left of the window
-	fallReqs, fallToks  int64 // taken on this replica's own while the store was down
-	slots               int64 // concurrency slots held
-	idleSince           time.Time
+	win                 int64            // the window the leases are of
+	reqLease, tokLease  int64            // requests and tokens left to use
+	reqLeft, tokLeft    int64            // what the store said was left of the window
+	fallReqs, fallToks  int64            // taken on this replica's own while the store was down
+	slots               int64            // concurrency slots held
+	busyAt              time.Time        // the last time every slot held was in use
 	period              string           // the budget's period of the reservation
 	held, open, unflush keystore.NanoUSD // reserved in the store; reserved by calls; spent, not settled
 	calls               int64            // settled calls not yet written
@@ -318,7 +318,7 @@ func (f *fleet) releaseSlots(ctx context.Context, now time.Time) {
 		c.mu.Lock()
 		fk := c.fl
 		n := fk.slots - int64(c.inFlight)
-		if n <= 0 || now.Sub(fk.idleSince) < fleetIdle {
+		if n <= 0 || now.Sub(fk.busyAt) < fleetIdle {
 			c.mu.Unlock()
 			continue
 		}
@@ -376,6 +376,7 @@ func (fk *fleetKey) admit(ks *keyState, now time.Time, est keystore.NanoUSD) (ad
 	if ks.revoked {
 		return admission{}, limitsView{}, errRevoked(ks)
 	}
+	got := true
 	for try := 0; ; try++ {
 		ks.mu.Lock()
 		fk.roll(ks, now)
@@ -386,7 +387,7 @@ func (fk *fleetKey) admit(ks *keyState, now time.Time, est keystore.NanoUSD) (ad
 			fk.open += est
 			fk.lastUse = now
 			if int64(ks.inFlight) >= fk.slots {
-				fk.idleSince = now
+				fk.busyAt = now
 			}
 			a := admission{k: ks, est: est, epoch: fk.epoch, win: fk.win, period: fk.period}
 			low := (ks.key.RPM > 0 && fk.reqLease < limitChunk(ks.key.RPM)/2) || (ks.key.BudgetUSD > 0 && fk.held-fk.open-fk.unflush < budgetChunk(ks))
@@ -397,13 +398,13 @@ func (fk *fleetKey) admit(ks *keyState, now time.Time, est keystore.NanoUSD) (ad
 			}
 			return a, v, nil
 		}
-		if try == 1 {
+		if !got || try == 8 { // the store had nothing more for it
 			v := fk.view(ks, now)
 			ks.mu.Unlock()
 			return admission{}, v, fk.refusal(ks, v, req, tok, slot, money)
 		}
 		ks.mu.Unlock()
-		fk.top(ks, now, est, true)
+		got = fk.top(ks, now, est, true)
 	}
 }
 
@@ -412,6 +413,7 @@ func (fk *fleetKey) hold(ks *keyState, now time.Time, est keystore.NanoUSD) (adm
 	if ks.revoked {
 		return admission{}, errRevoked(ks)
 	}
+	got := true
 	for try := 0; ; try++ {
 		ks.mu.Lock()
 		fk.roll(ks, now)
@@ -423,10 +425,10 @@ func (fk *fleetKey) hold(ks *keyState, now time.Time, est keystore.NanoUSD) (adm
 			return a, nil
 		}
 		ks.mu.Unlock()
-		if try == 1 {
+		if !got || try == 8 {
 			return admission{}, fk.refusal(ks, limitsView{}, false, false, false, true)
 		}
-		fk.top(ks, now, est, false)
+		got = fk.top(ks, now, est, false)
 	}
 }
 
@@ -461,7 +463,7 @@ func (fk *fleetKey) refusal(ks *keyState, v limitsView, req, tok, slot, money bo
 // requests and tokens this replica's share of the limit (the limit over
 // the live replicas) for the window, on its own, and the concurrency its
 // share; the budget waits for the store.
-func (fk *fleetKey) top(ks *keyState, now time.Time, est keystore.NanoUSD, conc bool) {
+func (fk *fleetKey) top(ks *keyState, now time.Time, est keystore.NanoUSD, conc bool) (got bool) {
 	fk.fetch.Lock()
 	defer fk.fetch.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -472,6 +474,9 @@ func (fk *fleetKey) top(ks *keyState, now time.Time, est keystore.NanoUSD, conc 
 	win, epoch, period := fk.win, fk.epoch, fk.period
 	want := fk.held - fk.open - fk.unflush
 	ks.mu.Unlock()
+	if !req && !tok && !slot && !money {
+		return true // another request took what this one lacked
+	}
 	st, replica := fk.f.st, fk.f.replica
 	share := func(limit int) int64 { return max(int64(limit)/fk.f.replicas.Load(), 1) }
 	if req {
@@ -488,6 +493,7 @@ func (fk *fleetKey) top(ks *keyState, now time.Time, est keystore.NanoUSD, conc 
 			fk.reqLease += g
 		}
 		ks.mu.Unlock()
+		got = got || g > 0
 	}
 	if tok {
 		g, left, err := st.Take(ctx, fk.id, "tok", win, int64(ks.key.TPM), limitChunk(ks.key.TPM))
@@ -501,14 +507,18 @@ func (fk *fleetKey) top(ks *keyState, now time.Time, est keystore.NanoUSD, conc 
 			fk.tokLease += g
 		}
 		ks.mu.Unlock()
+		got = got || g > 0
 	}
 	if slot {
 		g, err := st.TakeSlots(ctx, replica, fk.id, int64(ks.key.Concurrency), 1, now)
 		if errors.Is(err, keystore.ErrLost) {
 			fk.f.lostAll(ctx, now)
-			return
+			return true
 		}
 		ks.mu.Lock()
+		if g > 0 {
+			fk.busyAt = now
+		}
 		if fk.epoch == epoch {
 			if err != nil {
 				if int64(ks.inFlight) < share(ks.key.Concurrency) {
@@ -518,13 +528,14 @@ func (fk *fleetKey) top(ks *keyState, now time.Time, est keystore.NanoUSD, conc 
 			fk.slots += g
 		}
 		ks.mu.Unlock()
+		got = got || g > 0
 	}
 	if money {
 		need := max(est-want, 0)
 		g, err := st.Reserve(ctx, replica, fk.id, period, need, need+budgetChunk(ks), now)
 		if errors.Is(err, keystore.ErrLost) {
 			fk.f.lostAll(ctx, now)
-			return
+			return true
 		}
 		fk.storeDown.Store(err != nil)
 		ks.mu.Lock()
@@ -532,7 +543,9 @@ func (fk *fleetKey) top(ks *keyState, now time.Time, est keystore.NanoUSD, conc 
 			fk.held += g
 		}
 		ks.mu.Unlock()
+		got = got || g > 0
 	}
+	return got
 }
 
 // kickPrefetch asks the agent to top the key's leases up, without
@@ -600,9 +613,6 @@ func (f *fleet) prefetch(_ context.Context, ks *keyState) {
 func (fk *fleetKey) done(ks *keyState, a *admission, u llm.Usage, cost keystore.NanoUSD) {
 	ks.mu.Lock()
 	ks.inFlight--
-	if int64(ks.inFlight) < fk.slots && fk.idleSince.IsZero() {
-		fk.idleSince = fk.f.h.opts.Now()
-	}
 	if a.win == fk.win {
 		fk.tokLease -= int64(u.TotalTokens())
 	}

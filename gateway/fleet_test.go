@@ -326,3 +326,72 @@ func TestFleetSpendSurvivesRestart(t *testing.T) {
 		t.Fatalf("after a restart the spent budget was forgotten: %d %s", s, body)
 	}
 }
+
+// TestFleetConcurrencyAcrossReplicas: two replicas never have more of a
+// key's calls in flight than its concurrency, together; the rest are
+// refused with 429, and slots freed on one replica serve the other.
+func TestFleetConcurrencyAcrossReplicas(t *testing.T) {
+	gateway.SetFleetTiming(t, 50*time.Millisecond, 100*time.Millisecond)
+	up := llmtest.NewServer()
+	defer up.Close()
+	var inFlight, most atomic.Int64
+	up.SetResponder(func(llmtest.Recorded) llmtest.Step {
+		n := inFlight.Add(1)
+		for {
+			m := most.Load()
+			if n <= m || most.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		time.Sleep(30 * time.Millisecond)
+		inFlight.Add(-1)
+		return llmtest.Step{Reply: &llmtest.Reply{Text: "ok"}}
+	})
+	o := fleetOpts{open: pgOpener(t), up: up, keys: []gateway.Key{{Name: "narrow", SHA256: gateway.HashKey("gk-narrow"), Concurrency: 3}}}
+	reps := []*replica{startReplica(t, o), startReplica(t, o)}
+	defer func() {
+		for _, r := range reps {
+			r.close(t)
+		}
+	}()
+	var served, refused atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 10 {
+		wg.Go(func() {
+			for i := range 6 {
+				switch s, _, body := post(t, reps[(w+i)%2].srv.URL, "gk-narrow", chatBody); s {
+				case 200:
+					served.Add(1)
+				case 429:
+					refused.Add(1)
+				default:
+					t.Errorf("%d %s", s, body)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("served %d, refused %d, at most %d in flight upstream", served.Load(), refused.Load(), most.Load())
+	if most.Load() > 3 {
+		t.Fatalf("%d calls of a key of concurrency 3 in flight at once across two replicas", most.Load())
+	}
+	if served.Load() < 3 || refused.Load() == 0 {
+		t.Fatalf("served %d, refused %d", served.Load(), refused.Load())
+	}
+	// Once idle, each replica gives its slots back: one replica alone can
+	// then hold all three.
+	time.Sleep(300 * time.Millisecond)
+	most.Store(0)
+	var ok atomic.Int64
+	for range 3 {
+		wg.Go(func() {
+			if s, _, _ := post(t, reps[0].srv.URL, "gk-narrow", chatBody); s == 200 {
+				ok.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if ok.Load() != 3 {
+		t.Fatalf("after both replicas went idle, %d of 3 concurrent calls on one were served", ok.Load())
+	}
+}
