@@ -395,3 +395,105 @@ func TestFleetConcurrencyAcrossReplicas(t *testing.T) {
 		t.Fatalf("after both replicas went idle, %d of 3 concurrent calls on one were served", ok.Load())
 	}
 }
+
+// TestFleetStoreDown: with the key store's PostgreSQL crashed, a replica
+// keeps serving: requests from its leases and then its own share of the
+// limit; a budgeted key from its reservation, then with a 503 (never a
+// 429 insufficient_quota: its budget is not spent) rather than risk the
+// budget. Once the store is back, the calls served meanwhile are settled:
+// the ledger holds exactly what the clients were told.
+func TestFleetStoreDown(t *testing.T) {
+	gateway.SetFleetTiming(t, 50*time.Millisecond, 200*time.Millisecond)
+	c := pgtest.Crashable(t)
+	dsn := pgtest.SchemaDSNOn(t, c.DSN())
+	up := llmtest.NewServer()
+	defer up.Close()
+	up.SetResponder(func(llmtest.Recorded) llmtest.Step {
+		return llmtest.Step{Reply: &llmtest.Reply{Text: "ok", Usage: &llm.Usage{PromptTokens: 20, CompletionTokens: 500}}}
+	})
+	o := fleetOpts{up: up, prices: llm.Prices{"openai/gpt-4.1-mini": {Input: 2, Output: 8}}, open: func() *keystore.Store {
+		st, err := keystore.OpenPostgres(context.Background(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}, keys: []gateway.Key{
+		{Name: "paced", SHA256: gateway.HashKey("gk-paced"), RPM: 600},
+		{Name: "capped", SHA256: gateway.HashKey("gk-capped"), BudgetUSD: 1},
+	}}
+	r := startReplica(t, o)
+	closed := false
+	defer func() {
+		if !closed {
+			r.close(t)
+		}
+	}()
+	var told keystore.NanoUSD
+	var calls int64
+	capped := func() (int, string) {
+		s, h, body := post(t, r.srv.URL, "gk-capped", chatBody)
+		if s == 200 {
+			c, _ := strconv.ParseFloat(h.Get("x-chorus-cost-usd"), 64)
+			told += keystore.ToNano(c)
+			calls++
+		}
+		return s, body
+	}
+	for range 3 {
+		if s, _, _ := post(t, r.srv.URL, "gk-paced", chatBody); s != 200 {
+			t.Fatalf("paced before the crash: %d", s)
+		}
+		if s, body := capped(); s != 200 {
+			t.Fatalf("capped before the crash: %d %s", s, body)
+		}
+	}
+	if err := c.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 60 {
+		if s, _, body := post(t, r.srv.URL, "gk-paced", chatBody); s != 200 {
+			t.Fatalf("paced call %d with the store down: %d %s", i, s, body)
+		}
+	}
+	servedDown, unavailable := 0, 0
+	for range 20 {
+		switch s, body := capped(); {
+		case s == 200:
+			servedDown++
+		case s == 503:
+			unavailable++
+		default:
+			t.Fatalf("capped with the store down: %d %s", s, body)
+		}
+	}
+	if servedDown == 0 || unavailable == 0 {
+		t.Fatalf("with the store down the budgeted key served %d and refused %d: want its reservation served, then 503s", servedDown, unavailable)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually5 := time.Now().Add(15 * time.Second)
+	for {
+		s, _ := capped()
+		if s == 200 {
+			break
+		}
+		if time.Now().After(eventually5) {
+			t.Fatalf("the budgeted key is still refused after the store came back: %d", s)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	r.close(t)
+	closed = true
+	st := o.open()
+	defer st.Close()
+	k, _ := st.ByName(context.Background(), "capped")
+	sp, err := st.SpendOf(context.Background(), k.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("served %d with the store down, %d refused with 503; ledger %+v, told %d over %d calls", servedDown, unavailable, sp, told, calls)
+	if sp.Spent != told || sp.Calls != calls || sp.Reserved != 0 {
+		t.Fatalf("ledger %+v, the clients were told %d nUSD over %d calls", sp, told, calls)
+	}
+}
