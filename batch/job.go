@@ -109,6 +109,11 @@ type Event struct {
 	Remote *RemoteStatus
 	// Native reports an item answered by a provider's batch API.
 	Native bool
+	// Usage is a native item's usage and Served the provider/model that
+	// answered it (an EventDone of a native item; zero otherwise), so that
+	// an observer can charge it at its batch price.
+	Usage  llm.Usage
+	Served string
 }
 
 // BadLine is an input line the job could not run.
@@ -233,6 +238,7 @@ type result struct {
 	notRun    string // native: CodeExpired or CodeCancelled
 	internal  error  // a panic in do
 	usage     llm.Usage
+	served    string // native: the provider/model that answered
 	cost      *Cost
 	saved     *Cost
 	err       error
@@ -472,7 +478,11 @@ func (r *run) account(rep *Report, stats map[string]*modelStat, order *[]string,
 	if res.cached {
 		rep.Cached++
 	}
-	r.emit(Event{Kind: EventDone, Line: it.line, CustomID: it.customID, Model: it.model, Failed: res.failed, Tokens: tokens, Cost: res.cost, Saved: res.saved, Err: res.err, Native: res.native})
+	ev := Event{Kind: EventDone, Line: it.line, CustomID: it.customID, Model: it.model, Failed: res.failed, Tokens: tokens, Cost: res.cost, Saved: res.saved, Err: res.err, Native: res.native}
+	if res.native {
+		ev.Usage, ev.Served = res.usage, res.served
+	}
+	r.emit(ev)
 }
 
 // read parses the input, sending one item per line to be done. It returns

@@ -489,14 +489,14 @@ func (n *native) finish(ctx context.Context, api batchAPI, b *remoteBatch, st re
 			line = errorLine(ri.customID, ri.err)
 		} else if ri.emb != nil {
 			served := servedModel(ri.emb.Meta, ri.emb.Model, it.model)
-			res.usage = ri.emb.Usage
+			res.usage, res.served = ri.emb.Usage, served
 			res.cost, res.saved = n.r.j.Prices.costOf(served, ri.emb.Usage, true), n.r.j.Prices.savingOf(served, ri.emb.Usage)
 			body := embeddingBody(ri.emb, it.model, it.b64)
 			body.Usage.Cost = res.cost.usd()
 			line = successLine(ri.customID, ri.requestID, body)
 		} else {
 			served := servedModel(ri.res.Meta, ri.res.Model, it.model)
-			res.usage = ri.res.Usage
+			res.usage, res.served = ri.res.Usage, served
 			res.cost, res.saved = n.r.j.Prices.costOf(served, ri.res.Usage, true), n.r.j.Prices.savingOf(served, ri.res.Usage)
 			body := completionBody(ri.res, it.model, now)
 			body.Usage.Cost = res.cost.usd()

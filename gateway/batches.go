@@ -520,6 +520,9 @@ func (h *Handler) runJob(ctx context.Context, b *batchJob, inPath string, ks *ke
 				b.sb.Batch.RequestCounts.Completed++
 			}
 			b.mu.Unlock()
+			if ev.Native && ks != nil {
+				h.chargeNative(ks, ev)
+			}
 		},
 	}
 	if n := h.opts.BatchNative; n != nil {
@@ -821,4 +824,26 @@ func (l lineRunner) Embed(ctx context.Context, req *llm.EmbedRequest) (*llm.Embe
 	lc.end(rep, embedUsage(res), err)
 	hold.settle(rep)
 	return res, err
+}
+
+// chargeNative charges a line a provider's batch API answered to its
+// key's budget, at the batch price of the model that answered. Native
+// lines are submitted in bulk, so their budget is not reserved line by
+// line: a native batch in flight may pass its key's budget by its own
+// cost.
+func (h *Handler) chargeNative(ks *keyState, ev batch.Event) {
+	ks = ks.latest()
+	if ks.key.BudgetUSD <= 0 {
+		return
+	}
+	p, ok := h.rt.Price(ev.Served)
+	if !ok {
+		return
+	}
+	hold, e := ks.hold(h.opts.Now(), 0)
+	if e != nil && ks.fl != nil {
+		// Spent already: the answer is charged all the same.
+		hold = budgetHold{admission{k: ks, epoch: ks.fl.epoch, period: ks.fl.period, win: -1}}
+	}
+	hold.settleCost(keystore.ToNano(p.Cost(ev.Usage, true)))
 }

@@ -238,12 +238,16 @@ func (k *keyState) hold(now time.Time, est keystore.NanoUSD) (budgetHold, *Error
 
 // settle charges the line's cost (rep may be nil: nothing).
 func (b *budgetHold) settle(rep *runtime.CallReport) {
+	b.settleCost(costOf([]*runtime.CallReport{rep}))
+}
+
+// settleCost charges cost (NanoUSD) to the hold's key.
+func (b *budgetHold) settleCost(cost keystore.NanoUSD) {
 	a := &b.a
 	if a.k == nil || a.ended {
 		return
 	}
 	a.ended = true
-	cost := costOf([]*runtime.CallReport{rep})
 	if a.k.fl != nil {
 		a.k.fl.settleHold(a.k, a, cost)
 		return

@@ -8,6 +8,7 @@ import (
 
 	"github.com/chorusrt/chorus/batch"
 	"github.com/chorusrt/chorus/gateway"
+	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/llmtest"
 	"github.com/chorusrt/chorus/providers"
 	"github.com/chorusrt/chorus/runtime"
@@ -48,8 +49,16 @@ func TestBatchesNative(t *testing.T) {
 // batch APIs are one llmtest server, a batch running for run.
 func nativeGateway(t *testing.T, run time.Duration) *fixture {
 	t.Helper()
+	return nativeGatewayWith(t, run, gateway.Options{})
+}
+
+// nativeGatewayWith is nativeGateway with opts (BatchNative is set) and
+// rtOpts; each native answer used 1,000 prompt and 1,000 completion
+// tokens.
+func nativeGatewayWith(t *testing.T, run time.Duration, gopts gateway.Options, rtOpts ...runtime.Option) *fixture {
+	t.Helper()
 	up := llmtest.NewServer(llmtest.WithBatchAPI(llmtest.BatchAPIOptions{Run: run, Result: func(id string, _ []byte) llmtest.BatchResult {
-		return llmtest.BatchResult{Reply: &llmtest.Reply{Text: "native " + id}}
+		return llmtest.BatchResult{Reply: &llmtest.Reply{Text: "native " + id, Usage: &llm.Usage{PromptTokens: 1000, CompletionTokens: 1000}}}
 	}}))
 	clients := map[string]*providers.Client{}
 	var opts []runtime.Option
@@ -63,7 +72,8 @@ func nativeGateway(t *testing.T, run time.Duration) *fixture {
 		clients[id] = c
 		opts = append(opts, runtime.WithProvider(cfg))
 	}
-	rt, h, closeHandler := newHandler(t, gateway.Options{BatchNative: &batch.Native{Clients: clients, Poll: 5 * time.Millisecond}}, opts...)
+	gopts.BatchNative = &batch.Native{Clients: clients, Poll: 5 * time.Millisecond}
+	rt, h, closeHandler := newHandler(t, gopts, append(opts, rtOpts...)...)
 	gw := httptest.NewServer(h)
 	t.Cleanup(func() {
 		gw.CloseClientConnections()
@@ -94,5 +104,35 @@ func TestBatchesNativeCancel(t *testing.T) {
 	b := f.waitBatch(t, "", created.ID)
 	if nb := f.up.Batches(); b.Status != "cancelled" || len(nb) != 1 || !nb[0].Cancelled {
 		t.Fatalf("batch %+v, native batches %+v", b, nb)
+	}
+}
+
+// TestBatchesNativeChargeTheKey: lines a provider's batch API answered are
+// charged to the batch's key at the batch price (half the live price
+// here): two lines of $0.01 live cost spend $0.01 of the key's budget, so
+// a key with $0.009 is then refused, and a key with $0.011 is not.
+func TestBatchesNativeChargeTheKey(t *testing.T) {
+	for _, c := range []struct {
+		budget float64
+		want   int
+	}{{0.009, 429}, {0.011, 200}} {
+		f := nativeGatewayWith(t, 10*time.Millisecond, gateway.Options{Keys: []gateway.Key{{Name: "k", SHA256: gateway.HashKey("gk-native"), BudgetUSD: c.budget}}},
+			runtime.WithPrices(llm.Prices{"openai/gpt-4.1-mini": {Input: 2, Output: 8, BatchDiscount: 0.5}}))
+		key := []string{"Authorization", "Bearer gk-native"}
+		line := func(id string) string {
+			return `{"custom_id":"` + id + `","method":"POST","url":"/v1/chat/completions","body":{"model":"openai/gpt-4.1-mini","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}}` + "\n"
+		}
+		var file struct{ ID string }
+		decode(t, f.upload(t, "gk-native", "batch", "in.jsonl", []byte(line("a")+line("b"))).body, &file)
+		var created batchObj
+		decode(t, f.do(t, "POST", "/v1/batches", `{"input_file_id":"`+file.ID+`","endpoint":"/v1/chat/completions","completion_window":"24h"}`, key...).body, &created)
+		if b := f.waitBatch(t, "gk-native", created.ID); b.Status != "completed" || b.RequestCounts.Completed != 2 {
+			t.Fatalf("batch %+v", b)
+		}
+		f.up.Push(llmtest.Text("live"))
+		a := f.do(t, "POST", "/v1/chat/completions", `{"model":"openai/gpt-4.1-mini","messages":[{"role":"user","content":"x"}]}`, key...)
+		if a.status != c.want {
+			t.Errorf("budget $%v after $0.01 of native answers: %d %s, want %d", c.budget, a.status, a.body, c.want)
+		}
 	}
 }
