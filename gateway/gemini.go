@@ -21,6 +21,7 @@ func (h *Handler) gemini(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	model, method := rest[:i], rest[i+1:]
+	noteModel(w, model, method == "streamGenerateContent") // requestlog.go
 	switch method {
 	case "generateContent", "streamGenerateContent":
 		h.geminiGenerate(w, r, model, method == "streamGenerateContent")
@@ -38,6 +39,7 @@ func (h *Handler) geminiGenerate(w http.ResponseWriter, r *http.Request, model s
 		h.fail(w, f, e)
 		return
 	}
+	noteKey(w, ks, nil) // requestlog.go
 	if stream && r.URL.Query().Get("alt") != "sse" {
 		h.fail(w, f, &Error{Status: http.StatusBadRequest, Message: "streamGenerateContent is served with alt=sse only"})
 		return
@@ -47,6 +49,7 @@ func (h *Handler) geminiGenerate(w http.ResponseWriter, r *http.Request, model s
 		h.fail(w, f, e)
 		return
 	}
+	noteKey(w, ks, body)
 	req, err := gemini.DecodeServerGenerate(model, body)
 	if err != nil {
 		h.fail(w, f, errorFor(err))
@@ -104,7 +107,7 @@ func (h *Handler) geminiEmbed(w http.ResponseWriter, r *http.Request, model stri
 	}
 	req.Model = served
 	rep := new(runtime.CallReport)
-	lc := h.logStart(r, ks, f, model, false) // requestlog.go
+	lc := h.logStart(w, r, ks, f, model, false) // requestlog.go
 	res, err := h.rt.Embed(runtime.WithCallReport(r.Context(), rep), req)
 	lc.end(rep, embedUsage(res), err)
 	if err != nil {
