@@ -21,11 +21,12 @@ func (h *Handler) gemini(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	model, method := rest[:i], rest[i+1:]
-	noteModel(w, model, method == "streamGenerateContent") // requestlog.go
 	switch method {
 	case "generateContent", "streamGenerateContent":
+		noteModel(w, model, method == "streamGenerateContent") // requestlog.go
 		h.geminiGenerate(w, r, model, method == "streamGenerateContent")
 	case "embedContent", "batchEmbedContents":
+		noteModel(w, model, false)
 		h.geminiEmbed(w, r, model, method == "batchEmbedContents")
 	default:
 		h.fail(w, f, &Error{Status: http.StatusNotFound, Message: "method " + strconv.Quote(method) + " is not served"})

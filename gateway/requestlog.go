@@ -95,7 +95,7 @@ func (h *Handler) logged(next http.HandlerFunc) http.HandlerFunc {
 func (h *Handler) logRefusal(lw *logWriter, r *http.Request) {
 	e := lw.refusal
 	rec := requestlog.Record{Time: lw.start, Route: r.Pattern, Format: formatNames[formatOf(r)], Requested: lw.requested, Stream: lw.stream,
-		Status: e.Status, ErrorType: refusalKind(e), Latency: time.Since(lw.start)}
+		Status: e.Status, ErrorType: refusalKind(e, lw.requested != ""), Latency: time.Since(lw.start)}
 	switch {
 	case lw.ks != nil:
 		rec.KeyFingerprint, rec.KeyName = keyFingerprint(lw.ks.key.SHA256), lw.ks.key.Name
@@ -113,8 +113,10 @@ func (h *Handler) logRefusal(lw *logWriter, r *http.Request) {
 	h.opts.RequestLog.Log(rec)
 }
 
-// refusalKind names the kind of a refusal before a call.
-func refusalKind(e *Error) string {
+// refusalKind names the kind of a refusal before a call; model says
+// whether the request named its model (a 404 without one is a path the
+// gateway does not serve).
+func refusalKind(e *Error, model bool) string {
 	switch {
 	case e.Status == http.StatusUnauthorized:
 		return "unauthorized"
@@ -124,8 +126,10 @@ func refusalKind(e *Error) string {
 		return "budget"
 	case e.Status == http.StatusTooManyRequests:
 		return "rate_limit"
-	case e.Status == http.StatusNotFound:
+	case e.Status == http.StatusNotFound && model:
 		return "model_not_found"
+	case e.Status == http.StatusNotFound:
+		return "not_found"
 	case e.Status == http.StatusRequestEntityTooLarge:
 		return "too_large"
 	case e.Status == http.StatusServiceUnavailable:

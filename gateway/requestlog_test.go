@@ -79,6 +79,8 @@ func TestRefusalsAreLogged(t *testing.T) {
 		{name: "unknown model, gemini", path: "/v1beta/models/nope/x:streamGenerateContent?alt=sse", body: `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`,
 			header: []string{"x-goog-api-key", "gk-a"}, status: 404, kind: "model_not_found", keyName: "a", fp: fingerprint("gk-a"), format: "gemini",
 			requested: "nope/x", streamWanted: true},
+		{name: "a method not served", path: "/v1beta/models/gemini-2.5-flash:countTokens", body: `{}`,
+			header: []string{"x-goog-api-key", "gk-a"}, status: 404, kind: "not_found", fp: fingerprint("gk-a"), format: "gemini"}, // not authenticated: the key is not looked up
 		{name: "rate limit", path: "/v1/chat/completions", body: chat, header: []string{"Authorization", "Bearer gk-rpm"},
 			before: ok, status: 429, kind: "rate_limit", keyName: "one-rpm", fp: fingerprint("gk-rpm"), format: "openai", requested: "openai/gpt-4.1-mini"},
 		{name: "budget spent", path: "/v1/chat/completions", body: chat, header: []string{"Authorization", "Bearer gk-broke"},
