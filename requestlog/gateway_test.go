@@ -308,7 +308,7 @@ func TestGatewayPostgresStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	lg := requestlog.New(nopClose{st}, requestlog.Options{Queue: 500, Interval: 10 * time.Millisecond, WriteTimeout: time.Second})
+	lg := requestlog.New(nopClose{st}, requestlog.Options{Queue: 500, Batch: 500, Interval: 10 * time.Millisecond, WriteTimeout: time.Second})
 	gw, stop := newGateway(t, lg)
 	out := make([]told, n)
 	serveRequests(t, gw, 0, n/3, out)
