@@ -54,6 +54,7 @@
 //     refused rather than paged.
 //   - Retention by rows finds the cut with one ordered lookup (the one
 //     OFFSET of the package, in the background) and deletes older rows.
-//   - A failed insert is retried with a backoff up to 5 s, the batch kept;
-//     Close waits for the queue to be written until its context ends.
+//   - A failed insert is retried with a backoff up to 1 s (or Interval),
+//     the batch kept; Close waits for the queue to be written until its
+//     context ends.
 package requestlog

@@ -168,7 +168,7 @@ func (l *Logger) fail(what string, err error) {
 }
 
 // run is the writer: it batches the queue into inserts, retries a failed
-// one (backing off up to 5 s), and prunes on its schedule.
+// one (backing off up to 1 s, or Interval), and prunes on its schedule.
 func (l *Logger) run() {
 	defer close(l.done)
 	tick := time.NewTicker(l.opts.Interval)
@@ -241,7 +241,9 @@ func (l *Logger) run() {
 		if err := l.write(batch); err != nil {
 			l.writeErrs.Add(1)
 			l.fail("write", err)
-			backoff = min(max(2*backoff, l.opts.Interval), 5*time.Second)
+			// At most a second (or Interval): a store that is back is
+			// written to before the queue overflows more than it must.
+			backoff = min(max(2*backoff, l.opts.Interval), max(l.opts.Interval, time.Second))
 			retryAt = time.Now().Add(backoff)
 			continue
 		}
