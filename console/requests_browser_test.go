@@ -17,9 +17,9 @@ import (
 // TestBrowserRequests drives the Requests and Usage pages in chromium over
 // a log of 1,200 records of the last 20 hours (inside the Usage page's
 // default day, whatever the hour): the first page, a filter by model
-// and status, a record opened, the next page, a bad filter named, and the
-// Usage page's charts (a series per model) and totals read back; every page
-// is captured.
+// and status, a record opened (with the request body content logging
+// keeps), the next page, a bad filter named, and the Usage page's charts
+// (a series per model) and totals read back; every page is captured.
 func TestBrowserRequests(t *testing.T) {
 	ctx := browser(t)
 	dir := artifacts(t)
@@ -44,6 +44,8 @@ func TestBrowserRequests(t *testing.T) {
 			r.Status, r.ErrorType, r.Cost, r.OutputTokens = 429, "rate_limit", 0, 0
 			if r.Model == models[0] {
 				errsOfMini++
+				// Content logging on for these: the body, no answer.
+				r.RequestBody = `{"model":"fast","messages":[{"role":"user","content":"Summarise the ticket in one line."}]}`
 			}
 		}
 		recs = append(recs, r)
@@ -95,7 +97,8 @@ func TestBrowserRequests(t *testing.T) {
 		chromedp.Click(chromedp.CSS("#requests tbody tr[data-id] details.record summary")),
 		chromedp.WaitVisible(chromedp.CSS("#requests tbody tr[data-id] details.record[open] dl")),
 	)
-	if dl := evalJS[string](t, ctx, `document.querySelector('details.record[open] dl').textContent`); !strings.Contains(dl, "key fingerprint") || !strings.Contains(dl, "rate_limit") {
+	if dl := evalJS[string](t, ctx, `document.querySelector('details.record[open] dl').textContent`); !strings.Contains(dl, "key fingerprint") || !strings.Contains(dl, "rate_limit") ||
+		!strings.Contains(dl, "request body") || !strings.Contains(dl, "Summarise the ticket in one line.") || strings.Contains(dl, "answer") {
 		t.Fatalf("the opened record: %q", dl)
 	}
 	shoot(t, ctx, dir, "request")

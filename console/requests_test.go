@@ -136,3 +136,39 @@ func TestRequestLogAPIAbsent(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestsPageContent: the Requests page shows a record's request
+// body and answer, escaped, only when the record holds them.
+func TestRequestsPageContent(t *testing.T) {
+	st, err := requestlog.OpenSQLite(filepath.Join(t.TempDir(), "requests.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	recs := []requestlog.Record{
+		{Time: t0, Model: "openai/m", Status: 200},
+		{Time: t0.Add(time.Second), Model: "openai/m", Status: 200, RequestBody: `{"messages":"<script>alert(1)</script>"}`, Answer: "an answer"},
+	}
+	if err := st.Insert(context.Background(), recs); err != nil {
+		t.Fatal(err)
+	}
+	lg := requestlog.New(st, requestlog.Options{})
+	defer lg.Close(context.Background())
+	h, err := New(Options{RequestLog: lg, Loopback: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL + PagePrefix + "requests")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	page := string(b)
+	if resp.StatusCode != 200 || strings.Count(page, `class="content request-body"`) != 1 || strings.Count(page, `class="content answer">an answer</pre>`) != 1 ||
+		strings.Contains(page, "<script>alert") || !strings.Contains(page, "&lt;script&gt;alert(1)&lt;/script&gt;") || strings.Count(page, "<dt>request body</dt>") != 1 {
+		t.Fatalf("%d %s", resp.StatusCode, page)
+	}
+}

@@ -30,11 +30,13 @@ func (h *Handler) begin(w http.ResponseWriter, r *http.Request, f format) (*keyS
 		h.fail(w, f, e)
 		return nil, nil, false
 	}
+	noteKey(w, ks, nil) // requestlog.go
 	body, e := h.readBody(r)
 	if e != nil {
 		h.fail(w, f, e)
 		return nil, nil, false
 	}
+	noteKey(w, ks, body)
 	return ks, body, true
 }
 
@@ -43,6 +45,7 @@ func (h *Handler) begin(w http.ResponseWriter, r *http.Request, f format) (*keyS
 // buffered or streamed, and answers in the client's format. model is the
 // name the client asked for (what the key is checked against).
 func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, ks *keyState, req *llm.ChatRequest, model string, stream bool, c chatCodec) {
+	noteModel(w, model, stream) // requestlog.go
 	if _, fan := h.opts.FanOut[model]; fan {
 		h.fail(w, c.f, &Error{Status: http.StatusBadRequest, Message: "model " + strconv.Quote(model) + " is a fan-out: POST /v1/chat/completions answers it, with a choice per model"})
 		return
@@ -67,10 +70,10 @@ func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, ks *keyState
 	}
 	rep := new(runtime.CallReport)
 	ctx := runtime.WithCallReport(cctx, rep)
-	lc := h.logStart(r, ks, c.f, model, stream) // requestlog.go
+	lc := h.logStart(w, r, ks, c.f, model, stream) // requestlog.go
 	if !stream {
 		res, err := h.rt.Chat(ctx, req)
-		lc.end(rep, resUsage(res), err)
+		lc.endText(rep, resUsage(res), err, res)
 		if err != nil {
 			adm.end(llm.Usage{})
 			chorusHeaders(w.Header(), rep, nil)
@@ -102,7 +105,7 @@ func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, ks *keyState
 // event, sends its cost as a trailer when priced, and charges the key.
 func (h *Handler) relay(w http.ResponseWriter, f format, s *llm.Stream, enc streamEncoder, rep *runtime.CallReport, adm *admission, lc *logCall) {
 	res, err := h.pump(w, f, s, enc, func(hd http.Header) { lc.first(); chorusHeaders(hd, rep, nil) })
-	lc.end(rep, resUsage(res), err)
+	lc.endText(rep, resUsage(res), err, res)
 	// pump returned after the stream's Result: the whole report is final.
 	if rep.Priced {
 		w.Header().Set(http.TrailerPrefix+"x-chorus-cost-usd", strconv.FormatFloat(rep.Cost, 'f', -1, 64))

@@ -110,6 +110,7 @@ func formatOf(r *http.Request) format {
 
 // fail writes an error answer in the client's format.
 func (h *Handler) fail(w http.ResponseWriter, f format, e *Error) {
+	noteRefusal(w, e) // requestlog.go
 	hd := w.Header()
 	if e.RetryAfter > 0 {
 		secs := int((e.RetryAfter + time.Second - 1) / time.Second)

@@ -49,6 +49,7 @@ func fanOutFailure(failed []string, i int, e *Error) []string {
 // serveFanOut answers a chat completion request for fan-out alias name.
 func (h *Handler) serveFanOut(w http.ResponseWriter, r *http.Request, ks *keyState, sc *openai.ServerChat, name string, targets []string) {
 	const f = formatOpenAI
+	noteModel(w, name, sc.Stream) // requestlog.go
 	if ks != nil && !fanOutAllowed(ks, name, targets) {
 		h.fail(w, f, &Error{Status: http.StatusForbidden, Message: "gateway key " + strconv.Quote(ks.key.Name) + " may not call model " + strconv.Quote(name)})
 		return
@@ -72,10 +73,12 @@ func (h *Handler) serveFanOut(w http.ResponseWriter, r *http.Request, ks *keySta
 	created := h.opts.Now().Unix()
 	reqs := make([]*llm.ChatRequest, len(targets))
 	reps := make([]*runtime.CallReport, len(targets))
+	lcs := make([]logCall, len(targets)) // a record per model's answer (requestlog.go)
 	for i, t := range targets {
 		req := *sc.Chat
 		req.Model = t
 		reqs[i], reps[i] = &req, new(runtime.CallReport)
+		lcs[i] = h.logStart(w, r, ks, f, name, sc.Stream)
 	}
 	var usage llm.Usage
 	defer func() {
@@ -91,6 +94,9 @@ func (h *Handler) serveFanOut(w http.ResponseWriter, r *http.Request, ks *keySta
 			})
 		}
 		wg.Wait()
+		for i := range targets {
+			lcs[i].endText(reps[i], resUsage(results[i]), errs[i], results[i])
+		}
 		var failed []string
 		var first error
 		for i, err := range errs {
@@ -118,7 +124,7 @@ func (h *Handler) serveFanOut(w http.ResponseWriter, r *http.Request, ks *keySta
 		h.writeJSON(w, b)
 		return
 	}
-	usage = h.fanOutStream(w, r, sc, name, created, reqs, reps)
+	usage = h.fanOutStream(w, r, sc, name, created, reqs, reps, lcs)
 }
 
 // fanItem is one model's event, or (done) the end of its stream.
@@ -129,23 +135,33 @@ type fanItem struct {
 }
 
 // fanOutStream streams the fan-out's models as the choices of one answer
-// and returns the usage of those that completed.
-func (h *Handler) fanOutStream(w http.ResponseWriter, r *http.Request, sc *openai.ServerChat, name string, created int64, reqs []*llm.ChatRequest, reps []*runtime.CallReport) llm.Usage {
+// and returns the usage of those that completed. Each model's record (lcs)
+// ends with its stream.
+func (h *Handler) fanOutStream(w http.ResponseWriter, r *http.Request, sc *openai.ServerChat, name string, created int64, reqs []*llm.ChatRequest, reps []*runtime.CallReport, lcs []logCall) llm.Usage {
 	const f = formatOpenAI
 	ctx, cancel := context.WithCancel(r.Context())
 	var wg sync.WaitGroup
+	var streams []*llm.Stream
+	logged := make([]bool, len(reqs))
 	defer func() {
 		cancel()
 		wg.Wait() // every reader has stopped, its stream closed
+		for i, s := range streams {
+			if s != nil && !logged[i] { // cut short: the client left, or another model's error ended the answer
+				res, err := s.Result()
+				lcs[i].endText(reps[i], resUsage(res), err, res)
+			}
+		}
 	}()
 	id := "chatcmpl-chorus-" + strconv.FormatInt(h.opts.Now().UnixNano(), 36)
-	streams := make([]*llm.Stream, len(reqs))
+	streams = make([]*llm.Stream, len(reqs))
 	encs := make([]*openai.ServerStream, len(reqs))
 	var failed []string
 	var first error
 	for i, req := range reqs {
 		s, err := h.rt.Stream(runtime.WithCallReport(ctx, reps[i]), req)
 		if err != nil {
+			lcs[i].end(reps[i], llm.Usage{}, err)
 			failed = fanOutFailure(failed, i, errorFor(err))
 			if first == nil {
 				first = err
@@ -210,6 +226,8 @@ func (h *Handler) fanOutStream(w http.ResponseWriter, r *http.Request, sc *opena
 		if it.done {
 			live--
 			res, err := streams[it.i].Result()
+			lcs[it.i].endText(reps[it.i], resUsage(res), err, res)
+			logged[it.i] = true
 			switch {
 			case err != nil && !begun[it.i]: // the model's choice never began: it has none
 				failed = fanOutFailure(failed, it.i, errorFor(err))
@@ -240,6 +258,7 @@ func (h *Handler) fanOutStream(w http.ResponseWriter, r *http.Request, sc *opena
 				started, sentFailed = true, len(failed)
 			}
 			begun[it.i] = true
+			lcs[it.i].first()
 			buf = encs[it.i].Event(buf, &it.ev)
 		}
 		if len(items) == 0 || len(buf) >= 64<<10 {

@@ -145,9 +145,17 @@ type Options struct {
 	// global TracerProvider). Give it the runtime's, so that each server
 	// span and the runtime's spans of its call are one trace.
 	Telemetry *telemetry.Telemetry
-	// RequestLog, when set, receives one record per call (requestlog.go):
-	// a *requestlog.Logger writes them off the request's path.
+	// RequestLog, when set, receives one record per call, and per request
+	// refused before its call (requestlog.go): a *requestlog.Logger writes
+	// them off the request's path.
 	RequestLog RequestLog
+	// LogContent keeps, in each record, the request's body and the
+	// answer's text (each cut to LogContentBytes, default
+	// DefaultLogContentBytes). Off by default: a record holds no content.
+	// Only the body is kept, never a header, so a key sent as one
+	// (Authorization, x-api-key, x-goog-api-key) is never in the log.
+	LogContent      bool
+	LogContentBytes int
 	// Console is the path the console is mounted at beside the gateway
 	// ("/console/"): a browser opening / is sent there (root.go). Empty:
 	// no console.
@@ -290,9 +298,9 @@ func (h *Handler) Authenticated() bool { return h.opts.KeyStore != nil || len(*h
 func (h *Handler) keyMap() map[[32]byte]keyEntry { return *h.keys.Load() }
 
 func (h *Handler) routes() {
-	h.mux.HandleFunc("POST /v1/chat/completions", h.openAIChat)
-	h.mux.HandleFunc("POST /v1/responses", h.openAIResponses)
-	h.mux.HandleFunc("POST /v1/embeddings", h.openAIEmbeddings)
+	h.mux.HandleFunc("POST /v1/chat/completions", h.logged(h.openAIChat)) // requestlog.go: refusals recorded
+	h.mux.HandleFunc("POST /v1/responses", h.logged(h.openAIResponses))
+	h.mux.HandleFunc("POST /v1/embeddings", h.logged(h.openAIEmbeddings))
 	h.mux.HandleFunc("POST /v1/files", h.uploadFile)
 	h.mux.HandleFunc("GET /v1/files", h.listFiles)
 	h.mux.HandleFunc("GET /v1/files/{id}", h.getFile)
@@ -306,9 +314,9 @@ func (h *Handler) routes() {
 	h.mux.HandleFunc("GET /v1/models/{id...}", h.getModel)
 	h.mux.HandleFunc("GET /v1beta/models", h.geminiModels)
 	h.mux.HandleFunc("GET /v1beta/models/{rest...}", h.geminiModels)
-	h.mux.HandleFunc("POST /v1/messages", h.anthropicMessages)
+	h.mux.HandleFunc("POST /v1/messages", h.logged(h.anthropicMessages))
 	h.mux.HandleFunc("POST /v1/messages/count_tokens", h.anthropicCountTokens)
-	h.mux.HandleFunc("POST /v1beta/models/{rest...}", h.gemini)
+	h.mux.HandleFunc("POST /v1beta/models/{rest...}", h.logged(h.gemini))
 	h.rootRoutes() // root.go: /, /version and the 404 of an unknown path
 }
 

@@ -23,8 +23,10 @@ func (h *Handler) gemini(w http.ResponseWriter, r *http.Request) {
 	model, method := rest[:i], rest[i+1:]
 	switch method {
 	case "generateContent", "streamGenerateContent":
+		noteModel(w, model, method == "streamGenerateContent") // requestlog.go
 		h.geminiGenerate(w, r, model, method == "streamGenerateContent")
 	case "embedContent", "batchEmbedContents":
+		noteModel(w, model, false)
 		h.geminiEmbed(w, r, model, method == "batchEmbedContents")
 	default:
 		h.fail(w, f, &Error{Status: http.StatusNotFound, Message: "method " + strconv.Quote(method) + " is not served"})
@@ -38,6 +40,7 @@ func (h *Handler) geminiGenerate(w http.ResponseWriter, r *http.Request, model s
 		h.fail(w, f, e)
 		return
 	}
+	noteKey(w, ks, nil) // requestlog.go
 	if stream && r.URL.Query().Get("alt") != "sse" {
 		h.fail(w, f, &Error{Status: http.StatusBadRequest, Message: "streamGenerateContent is served with alt=sse only"})
 		return
@@ -47,6 +50,7 @@ func (h *Handler) geminiGenerate(w http.ResponseWriter, r *http.Request, model s
 		h.fail(w, f, e)
 		return
 	}
+	noteKey(w, ks, body)
 	req, err := gemini.DecodeServerGenerate(model, body)
 	if err != nil {
 		h.fail(w, f, errorFor(err))
@@ -104,7 +108,7 @@ func (h *Handler) geminiEmbed(w http.ResponseWriter, r *http.Request, model stri
 	}
 	req.Model = served
 	rep := new(runtime.CallReport)
-	lc := h.logStart(r, ks, f, model, false) // requestlog.go
+	lc := h.logStart(w, r, ks, f, model, false) // requestlog.go
 	res, err := h.rt.Embed(runtime.WithCallReport(r.Context(), rep), req)
 	lc.end(rep, embedUsage(res), err)
 	if err != nil {

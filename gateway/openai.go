@@ -147,6 +147,7 @@ func (h *Handler) openAIEmbeddings(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, f, errorFor(err))
 		return
 	}
+	noteModel(w, req.Model, false) // requestlog.go
 	adm, served, ok := h.call(w, r, f, req.Model, ks, 0)
 	if !ok {
 		return
@@ -154,7 +155,7 @@ func (h *Handler) openAIEmbeddings(w http.ResponseWriter, r *http.Request) {
 	rep := new(runtime.CallReport)
 	call := *req
 	call.Model = served
-	lc := h.logStart(r, ks, f, req.Model, false) // requestlog.go
+	lc := h.logStart(w, r, ks, f, req.Model, false)
 	res, err := h.rt.Embed(runtime.WithCallReport(r.Context(), rep), &call)
 	lc.end(rep, embedUsage(res), err)
 	if err != nil {

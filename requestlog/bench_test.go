@@ -129,3 +129,29 @@ func BenchmarkGatewayRequestLog(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkInsert: what the Logger's writer spends per record, inserting
+// batches of 200, 500 (Options.Batch's default) and 2000 into SQLite.
+// Reported, never asserted.
+func BenchmarkInsert(b *testing.B) {
+	for _, size := range []int{200, 500, 2000} {
+		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
+			st, err := requestlog.OpenSQLite(filepath.Join(b.TempDir(), "requests.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			batch := make([]requestlog.Record, size)
+			for i := range batch {
+				batch[i] = sample(i)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for n := 0; n < b.N; n += len(batch) {
+				if err := st.Insert(context.Background(), batch[:min(len(batch), b.N-n)]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 // Package requestlog keeps the gateway's request log: one Record per call
 // the gateway answered (what was asked for, what served it, how long it
-// took, what it used and cost), written off the request's path to a SQLite
+// took, what it used and cost) and per request it refused before a call
+// (its status and error kind), written off the request's path to a SQLite
 // file or a PostgreSQL database, and read back newest first or as usage
 // aggregates.
 //
@@ -22,8 +23,14 @@
 //     could not write is counted in Stats.Dropped.
 //   - Retention (Options.Retain by age, Options.MaxRows by count) is
 //     enforced in the background, never on a request.
-//   - A Record never holds a prompt, an answer or a key: the key is named by
-//     its fingerprint and its name.
+//   - A Record never holds a key: the key is named by its fingerprint and
+//     its name. It holds a prompt or an answer only when the operator
+//     turned that on (gateway.Options.LogContent): then RequestBody is the
+//     request's body and Answer the answer's text, each cut to a size, in
+//     columns of their own; never a header.
+//   - Text the stores cannot hold (a NUL, bytes that are not UTF-8, in a
+//     body or a client's model name) is stored with U+FFFD in their place,
+//     so that no record makes its batch fail.
 //
 // Reading: List pages newest first by keyset (time, id), never OFFSET, over
 // the (time desc), (key, time) and (model, time) indexes; Usage aggregates
@@ -47,6 +54,7 @@
 //     refused rather than paged.
 //   - Retention by rows finds the cut with one ordered lookup (the one
 //     OFFSET of the package, in the background) and deletes older rows.
-//   - A failed insert is retried with a backoff up to 5 s, the batch kept;
-//     Close waits for the queue to be written until its context ends.
+//   - A failed insert is retried with a backoff up to 1 s (or Interval),
+//     the batch kept; Close waits for the queue to be written until its
+//     context ends.
 package requestlog

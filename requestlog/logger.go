@@ -15,8 +15,10 @@ import (
 type Options struct {
 	// Queue bounds the records waiting to be written (default 16384).
 	Queue int
-	// Batch is the most records of one insert (default 500); Interval the
-	// longest a record waits for its batch (default 200 ms).
+	// Batch is the most records of one insert (default 2000); Interval the
+	// longest a record waits for its batch (default 1 s). Larger batches
+	// cost the store less per record (BenchmarkInsert: on SQLite a record
+	// in a batch of 2000 costs under half what it does in one of 200).
 	Batch    int
 	Interval time.Duration
 	// Retain deletes records older than this (zero: kept by age); MaxRows
@@ -79,10 +81,10 @@ func New(st Store, opts Options) *Logger {
 		opts.Queue = 16384
 	}
 	if opts.Batch <= 0 {
-		opts.Batch = 500
+		opts.Batch = 2000
 	}
 	if opts.Interval <= 0 {
-		opts.Interval = 200 * time.Millisecond
+		opts.Interval = time.Second
 	}
 	if opts.PruneEvery <= 0 {
 		opts.PruneEvery = time.Minute
@@ -166,7 +168,7 @@ func (l *Logger) fail(what string, err error) {
 }
 
 // run is the writer: it batches the queue into inserts, retries a failed
-// one (backing off up to 5 s), and prunes on its schedule.
+// one (backing off up to 1 s, or Interval), and prunes on its schedule.
 func (l *Logger) run() {
 	defer close(l.done)
 	tick := time.NewTicker(l.opts.Interval)
@@ -239,7 +241,9 @@ func (l *Logger) run() {
 		if err := l.write(batch); err != nil {
 			l.writeErrs.Add(1)
 			l.fail("write", err)
-			backoff = min(max(2*backoff, l.opts.Interval), 5*time.Second)
+			// At most a second (or Interval): a store that is back is
+			// written to before the queue overflows more than it must.
+			backoff = min(max(2*backoff, l.opts.Interval), max(l.opts.Interval, time.Second))
 			retryAt = time.Now().Add(backoff)
 			continue
 		}

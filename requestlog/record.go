@@ -2,7 +2,9 @@ package requestlog
 
 import "time"
 
-// Record is one answered call. It never holds content or a key.
+// Record is one answered call, or one request refused before its call.
+// It never holds a key, and holds content (RequestBody, Answer) only when
+// the operator turned that on (gateway.Options.LogContent).
 type Record struct {
 	// ID is the store's id, set when read back (zero when logging).
 	ID int64 `json:"id"`
@@ -50,6 +52,10 @@ type Record struct {
 	LineID  string `json:"line_id,omitempty"`
 	// TraceID is the request's trace, when tracing is on.
 	TraceID string `json:"trace_id,omitempty"`
+	// RequestBody is the request's body and Answer the answer's text, each
+	// cut to a size: empty unless content logging is on.
+	RequestBody string `json:"request_body,omitempty"`
+	Answer      string `json:"answer,omitempty"`
 }
 
 // Failed reports whether the call failed.

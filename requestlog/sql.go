@@ -10,7 +10,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+	"unicode/utf8"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 	_ "modernc.org/sqlite"             // database/sql driver "sqlite"
@@ -35,9 +37,12 @@ type Store interface {
 type sqlStore struct {
 	db       *sql.DB
 	postgres bool
+
+	mu      sync.Mutex
+	inserts map[int]*sql.Stmt // the prepared INSERT of n rows (insertChunks)
 }
 
-const columns = "t, key_fp, key_name, route, format, requested, model, provider, step, attempts, stream, status, error_type, queue_ns, ttft_ns, latency_ns, input_tokens, cached_tokens, output_tokens, cost, cache_hit, batch_id, line_id, trace_id"
+const columns = "t, key_fp, key_name, route, format, requested, model, provider, step, attempts, stream, status, error_type, queue_ns, ttft_ns, latency_ns, input_tokens, cached_tokens, output_tokens, cost, cache_hit, batch_id, line_id, trace_id, request_body, answer"
 
 var nColumns = strings.Count(columns, ",") + 1
 
@@ -55,7 +60,8 @@ func schema(postgres bool) []string {
 			queue_ns BIGINT NOT NULL, ttft_ns BIGINT NOT NULL, latency_ns BIGINT NOT NULL,
 			input_tokens BIGINT NOT NULL, cached_tokens BIGINT NOT NULL, output_tokens BIGINT NOT NULL,
 			cost ` + real + ` NOT NULL, cache_hit SMALLINT NOT NULL,
-			batch_id TEXT NOT NULL, line_id TEXT NOT NULL, trace_id TEXT NOT NULL)`,
+			batch_id TEXT NOT NULL, line_id TEXT NOT NULL, trace_id TEXT NOT NULL,
+			request_body TEXT NOT NULL DEFAULT '', answer TEXT NOT NULL DEFAULT '')`,
 		`CREATE INDEX IF NOT EXISTS request_log_t ON request_log (t DESC, id DESC)`,
 		`CREATE INDEX IF NOT EXISTS request_log_key ON request_log (key_fp, t DESC, id DESC)`,
 		`CREATE INDEX IF NOT EXISTS request_log_key_name ON request_log (key_name, t DESC, id DESC)`,
@@ -73,7 +79,7 @@ func OpenSQLite(path string) (Store, error) {
 	if fi, err := os.Stat(filepath.Dir(abs)); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("requestlog: sqlite directory of %q is not a directory", abs)
 	}
-	db, err := sql.Open("sqlite", abs+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
+	db, err := sql.Open("sqlite", abs+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=temp_store(memory)")
 	if err != nil {
 		return nil, fmt.Errorf("requestlog: open sqlite %q: %w", abs, err)
 	}
@@ -105,10 +111,45 @@ func initStore(db *sql.DB, postgres bool) (Store, error) {
 			return nil, fmt.Errorf("requestlog: create schema: %w", err)
 		}
 	}
+	if err := addContentColumns(ctx, db, postgres); err != nil {
+		db.Close()
+		return nil, err
+	}
 	return &sqlStore{db: db, postgres: postgres}, nil
 }
 
-func (s *sqlStore) Close() error { return s.db.Close() }
+// addContentColumns adds the content columns to a table made before they
+// were (a store written by an earlier release).
+func addContentColumns(ctx context.Context, db *sql.DB, postgres bool) error {
+	for _, col := range []string{"request_body", "answer"} {
+		if postgres {
+			if _, err := db.ExecContext(ctx, "ALTER TABLE request_log ADD COLUMN IF NOT EXISTS "+col+" TEXT NOT NULL DEFAULT ''"); err != nil {
+				return fmt.Errorf("requestlog: add column %s: %w", col, err)
+			}
+			continue
+		}
+		var n int
+		if err := db.QueryRowContext(ctx, "SELECT count(*) FROM pragma_table_info('request_log') WHERE name = ?", col).Scan(&n); err != nil {
+			return fmt.Errorf("requestlog: read the schema: %w", err)
+		}
+		if n == 0 {
+			if _, err := db.ExecContext(ctx, "ALTER TABLE request_log ADD COLUMN "+col+" TEXT NOT NULL DEFAULT ''"); err != nil {
+				return fmt.Errorf("requestlog: add column %s: %w", col, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (s *sqlStore) Close() error {
+	s.mu.Lock()
+	for _, st := range s.inserts {
+		st.Close()
+	}
+	s.inserts = nil
+	s.mu.Unlock()
+	return s.db.Close()
+}
 
 // bind rewrites ? placeholders for PostgreSQL ($1, $2, ...).
 func (s *sqlStore) bind(q string) string {
@@ -135,8 +176,42 @@ func b2i(b bool) int {
 	return 0
 }
 
+// storedText is s as both stores take it: valid UTF-8 with no NUL
+// (PostgreSQL's TEXT refuses either), each bad byte or NUL as U+FFFD.
+func storedText(s string) string {
+	if s == "" || utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
 // insertRows is the most rows of one INSERT statement.
 const insertRows = 200
+
+// insertChunks are the row counts of the INSERTs a batch is cut into,
+// largest first: each is prepared once (parsing a statement of 200 rows
+// cost a sixth of an insert's CPU on SQLite).
+var insertChunks = [...]int{insertRows, 20, 1}
+
+// insertStmt is the prepared INSERT of n rows.
+func (s *sqlStore) insertStmt(ctx context.Context, n int) (*sql.Stmt, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st := s.inserts[n]; st != nil {
+		return st, nil
+	}
+	row := "(" + strings.Repeat("?,", nColumns-1) + "?)"
+	q := "INSERT INTO request_log (" + columns + ") VALUES " + strings.TrimSuffix(strings.Repeat(row+",", n), ",")
+	st, err := s.db.PrepareContext(ctx, s.bind(q))
+	if err != nil {
+		return nil, err
+	}
+	if s.inserts == nil {
+		s.inserts = map[int]*sql.Stmt{}
+	}
+	s.inserts[n] = st
+	return st, nil
+}
 
 func (s *sqlStore) Insert(ctx context.Context, recs []Record) error {
 	if len(recs) == 0 {
@@ -147,19 +222,28 @@ func (s *sqlStore) Insert(ctx context.Context, recs []Record) error {
 		return fmt.Errorf("requestlog: insert: %w", err)
 	}
 	defer tx.Rollback()
-	row := "(" + strings.Repeat("?,", nColumns-1) + "?)"
+	args := make([]any, 0, min(len(recs), insertRows)*nColumns)
 	for len(recs) > 0 {
-		n := min(len(recs), insertRows)
-		args := make([]any, 0, n*nColumns)
+		n := 1
+		for _, c := range insertChunks {
+			if c <= len(recs) {
+				n = c
+				break
+			}
+		}
+		st, err := s.insertStmt(ctx, n)
+		if err != nil {
+			return fmt.Errorf("requestlog: insert: %w", err)
+		}
+		args = args[:0]
 		for i := range recs[:n] {
 			r := &recs[i]
-			args = append(args, r.Time.UnixNano(), r.KeyFingerprint, r.KeyName, r.Route, r.Format, r.Requested,
+			args = append(args, r.Time.UnixNano(), r.KeyFingerprint, r.KeyName, r.Route, r.Format, storedText(r.Requested),
 				r.Model, r.Provider, r.Step, r.Attempts, b2i(r.Stream), r.Status, r.ErrorType,
 				int64(r.Queue), int64(r.TTFT), int64(r.Latency), r.InputTokens, r.CachedTokens, r.OutputTokens,
-				r.Cost, b2i(r.CacheHit), r.BatchID, r.LineID, r.TraceID)
+				r.Cost, b2i(r.CacheHit), r.BatchID, r.LineID, r.TraceID, storedText(r.RequestBody), storedText(r.Answer))
 		}
-		q := "INSERT INTO request_log (" + columns + ") VALUES " + strings.TrimSuffix(strings.Repeat(row+",", n), ",")
-		if _, err := tx.ExecContext(ctx, s.bind(q), args...); err != nil {
+		if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, args...); err != nil {
 			return fmt.Errorf("requestlog: insert: %w", err)
 		}
 		recs = recs[n:]
@@ -244,7 +328,7 @@ func (s *sqlStore) List(ctx context.Context, q Query) (Page, error) {
 		if err := rows.Scan(&r.ID, &t, &r.KeyFingerprint, &r.KeyName, &r.Route, &r.Format, &r.Requested,
 			&r.Model, &r.Provider, &r.Step, &r.Attempts, &stream, &r.Status, &r.ErrorType,
 			&queue, &ttft, &lat, &r.InputTokens, &r.CachedTokens, &r.OutputTokens,
-			&r.Cost, &hit, &r.BatchID, &r.LineID, &r.TraceID); err != nil {
+			&r.Cost, &hit, &r.BatchID, &r.LineID, &r.TraceID, &r.RequestBody, &r.Answer); err != nil {
 			return Page{}, fmt.Errorf("requestlog: list: %w", err)
 		}
 		r.Time = time.Unix(0, t).UTC()

@@ -2,6 +2,7 @@ package requestlog_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net/url"
@@ -42,6 +43,7 @@ func TestConformance(t *testing.T) {
 			t.Run("Usage", func(t *testing.T) { st := b.open(t); defer st.Close(); testUsage(t, st) })
 			t.Run("Prune", func(t *testing.T) { st := b.open(t); defer st.Close(); testPrune(t, st) })
 			t.Run("BadFilters", func(t *testing.T) { st := b.open(t); defer st.Close(); testBadFilters(t, st) })
+			t.Run("Content", func(t *testing.T) { st := b.open(t); defer st.Close(); testContent(t, st) })
 		})
 	}
 }
@@ -283,5 +285,69 @@ func testBadFilters(t *testing.T, st requestlog.Store) {
 	}
 	if _, err := st.Usage(ctx, requestlog.UsageQuery{GroupBy: "colour"}); !errors.As(err, &fe) || fe.Name != "group_by" {
 		t.Errorf("Usage grouped by colour: %v", err)
+	}
+}
+
+// testContent: a record's request body and answer are read back as they
+// were written; a record without them reads back empty.
+func testContent(t *testing.T, st requestlog.Store) {
+	with, without := sample(3), sample(2)
+	with.RequestBody, with.Answer = `{"messages":[{"role":"user","content":"héllo 'quoted' \u0000"}]}`, "an answer\nin two lines"
+	bad := sample(4)                                           // a malformed body: a NUL and bytes that are not UTF-8, which PostgreSQL's TEXT refuses
+	bad.RequestBody, bad.Requested = "{\x00\xff\xfe}", "m\x00" // a client's model name may hold a NUL too (JSON's \u0000)
+	if err := st.Insert(context.Background(), []requestlog.Record{without, with, bad}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := st.List(context.Background(), requestlog.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Records) != 3 || p.Records[0].RequestBody != "{\uFFFD\uFFFD}" || p.Records[0].Requested != "m\uFFFD" {
+		t.Fatalf("the malformed body: %+v", p.Records)
+	}
+	p.Records = p.Records[1:]
+	if len(p.Records) != 2 || p.Records[0].RequestBody != with.RequestBody || p.Records[0].Answer != with.Answer ||
+		p.Records[1].RequestBody != "" || p.Records[1].Answer != "" {
+		t.Fatalf("records %+v", p.Records)
+	}
+}
+
+// TestSQLiteAddsContentColumns: a log written before the content columns
+// existed opens with them added, its records kept.
+func TestSQLiteAddsContentColumns(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`CREATE TABLE request_log (id INTEGER PRIMARY KEY,
+			t BIGINT NOT NULL, key_fp TEXT NOT NULL, key_name TEXT NOT NULL,
+			route TEXT NOT NULL, format TEXT NOT NULL, requested TEXT NOT NULL,
+			model TEXT NOT NULL, provider TEXT NOT NULL, step INTEGER NOT NULL, attempts INTEGER NOT NULL,
+			stream SMALLINT NOT NULL, status INTEGER NOT NULL, error_type TEXT NOT NULL,
+			queue_ns BIGINT NOT NULL, ttft_ns BIGINT NOT NULL, latency_ns BIGINT NOT NULL,
+			input_tokens BIGINT NOT NULL, cached_tokens BIGINT NOT NULL, output_tokens BIGINT NOT NULL,
+			cost REAL NOT NULL, cache_hit SMALLINT NOT NULL,
+			batch_id TEXT NOT NULL, line_id TEXT NOT NULL, trace_id TEXT NOT NULL)`,
+		`INSERT INTO request_log VALUES (1, 1, 'fp', 'a', 'r', 'openai', 'm', 'm', 'p', 0, 1, 0, 200, '', 0, 0, 1, 1, 0, 1, 0, 0, '', '', 'old')`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	for range 2 { // and again, once they exist
+		st, err := requestlog.OpenSQLite(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Insert(context.Background(), []requestlog.Record{{Time: time.Unix(0, 2), Answer: "new", TraceID: "new"}}); err != nil {
+			t.Fatal(err)
+		}
+		p, err := st.List(context.Background(), requestlog.Query{})
+		st.Close()
+		if err != nil || len(p.Records) < 2 || p.Records[0].Answer != "new" || p.Records[len(p.Records)-1].TraceID != "old" || p.Records[len(p.Records)-1].Answer != "" {
+			t.Fatalf("%v %+v", err, p.Records)
+		}
 	}
 }

@@ -27,12 +27,16 @@ import (
 //	  retain: 720h             # delete records older than this (default 720h; 0 keeps them)
 //	  max_rows: 10000000       # keep at most this many, the newest (default: no bound)
 //	  enabled: false           # no request log
+//	  content: true            # keep each request's body and answer's text (default false: no content)
+//	  content_bytes: 16384     # cut each to this many bytes (default 16384)
 type requestLogConfig struct {
 	store, path, dsn string
 	retain           time.Duration
 	retainSet        bool
 	maxRows          int64
 	disabled         bool
+	content          bool
+	contentBytes     int
 }
 
 // defaultRetain is how long the request log keeps a record by default.
@@ -65,8 +69,12 @@ func (p *configParser) requestLog(n *yaml.Node, cfg *fileConfig) error {
 			var on bool
 			on, err = p.boolean(v, "request_log.enabled")
 			c.disabled = !on
+		case "content":
+			c.content, err = p.boolean(v, "request_log.content")
+		case "content_bytes":
+			c.contentBytes, err = p.nonNegInt(v, "request_log.content_bytes")
 		default:
-			err = p.errf(k, "request_log: unknown key %q (known: store, path, dsn, retain, max_rows, enabled)", key)
+			err = p.errf(k, "request_log: unknown key %q (known: store, path, dsn, retain, max_rows, enabled, content, content_bytes)", key)
 		}
 		return err
 	})
@@ -256,7 +264,11 @@ func serveRequestLog(ctx context.Context, e env, flag, filesDir string, cfg *fil
 		return nil, cleanup, nil
 	}
 	gopts.RequestLog = lg
+	gopts.LogContent, gopts.LogContentBytes = cfg.requestLog.content, cfg.requestLog.contentBytes
 	fmt.Fprintf(e.stderr, "chorus serve: request log in %s\n", where)
+	if gopts.LogContent {
+		fmt.Fprintf(e.stderr, "chorus serve: request log keeps each request's body and answer's text (request_log.content)\n")
+	}
 	return lg, func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -49,7 +49,8 @@ func TestServeRequestLog(t *testing.T) {
 			t.Fatalf("the log never held the 4 requests: %s", b)
 		}
 	}
-	if code, b := getBody(t, base+"/api/console/requests?model=sim/echo&limit=2"); code != 200 || strings.Count(b, `"requested":"sim/echo"`) != 2 || !strings.Contains(b, `"next":`) {
+	if code, b := getBody(t, base+"/api/console/requests?model=sim/echo&limit=2"); code != 200 || strings.Count(b, `"requested":"sim/echo"`) != 2 || !strings.Contains(b, `"next":`) ||
+		strings.Contains(b, "request_body") || strings.Contains(b, "ping") {
 		t.Errorf("requests API %d %s", code, b)
 	}
 	if code, b := getBody(t, base+"/api/console/requests?colour=red"); code != 400 || !strings.Contains(b, `"filter":"colour"`) {
@@ -76,15 +77,25 @@ func TestServeRequestLog(t *testing.T) {
 }
 
 // TestServeRequestLogConfig: chorus.yaml's request_log: names the file,
-// turns the log off, and a bad entry is named with its line.
+// turns content logging on (cut to content_bytes), turns the log off, and
+// a bad entry is named with its line.
 func TestServeRequestLogConfig(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "chorus.yaml")
 	db := filepath.Join(dir, "log.db")
-	os.WriteFile(cfg, []byte("request_log:\n  path: "+db+"\n  retain: 1h\n  max_rows: 100\n"), 0o600)
+	os.WriteFile(cfg, []byte("request_log:\n  path: "+db+"\n  retain: 1h\n  max_rows: 100\n  content: true\n  content_bytes: 24\n"), 0o600)
 	base, stop := startServe(t, nil, "--addr", "127.0.0.1:0", "--config", cfg)
 	post(t, base+"/v1/chat/completions", `{"model":"sim/echo","messages":[{"role":"user","content":"ping"}]}`)
-	if exit, stderr := stop(); exit != 0 || !strings.Contains(stderr, "request log in "+db) {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		code, b := getBody(t, base+"/api/console/requests")
+		if code == 200 && strings.Contains(b, `"request_body":"{\"model\":\"sim/echo\",\"mes"`) && strings.Contains(b, `"answer":"[simulated] ping"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no record with its content: %d %s", code, b)
+		}
+	}
+	if exit, stderr := stop(); exit != 0 || !strings.Contains(stderr, "request log in "+db) || !strings.Contains(stderr, "request_log.content") {
 		t.Fatalf("exit %d: %s", exit, stderr)
 	}
 	if code, out, errs := runCLI(t, context.Background(), nil, "usage", "--request-log", db, "--csv"); code != 0 || !strings.Contains(out, "\n,,1,0,") {

@@ -200,7 +200,7 @@ func main() {
 	}{
 		{"decode", r.decode}, {"e2e", r.endToEnd}, {"concurrent", r.concurrent},
 		{"fanout", r.fanout}, {"ratelimit", r.rateLimit}, {"batch", r.batch},
-		{"tls", r.tls}, {"gateway", r.gateway}, {"inproc", r.inproc}, {"frameworks", r.frameworks},
+		{"tls", r.tls}, {"gateway", r.gateway}, {"gatewaylog", r.gatewayLog}, {"inproc", r.inproc}, {"frameworks", r.frameworks},
 	}
 	for _, s := range steps {
 		if want(s.name) {
@@ -674,6 +674,16 @@ func (r *runner) frameworks() {
 func (r *runner) gateway() {
 	job := scenario.Job{Scenario: "gateway", Client: "gateway", Format: corpus.OpenAI, BaseURL: r.srv.URL, Rates: r.p.GWRates, Duration: r.p.GWDuration, Streams: r.p.GWStreams, Deltas: r.p.GWDeltas, Repeats: 1, Timeout: 3 * time.Minute}
 	r.measure("gateway", "openai", job, r.p.MacroRuns, func(*scenario.Job) {
+		r.srv.SetMode(server.Mode{Deltas: r.p.GWDeltas, FlushEvery: r.p.ConcFlush})
+	}, nil)
+}
+
+// gatewayLog is the request log's scenario (issue 32): in a child
+// process, two gateways over one runtime, the request log off and on
+// (SQLite), under the gateway scenario's open-loop load, alternating.
+func (r *runner) gatewayLog() {
+	job := scenario.Job{Scenario: "gatewaylog", Client: "gateway", Format: corpus.OpenAI, BaseURL: r.srv.URL, Rates: r.p.GWRates, Duration: r.p.GWDuration, Repeats: r.p.MacroRuns, Timeout: 5 * time.Minute}
+	r.measure("gatewaylog", "openai", job, r.p.MacroRuns, func(*scenario.Job) {
 		r.srv.SetMode(server.Mode{Deltas: r.p.GWDeltas, FlushEvery: r.p.ConcFlush})
 	}, nil)
 }

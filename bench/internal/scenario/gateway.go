@@ -73,39 +73,7 @@ func gatewayRun(ctx context.Context, job Job, res *Result) error {
 		}
 		return nil
 	}
-	viaGateway := func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, gwURL+"/v1/chat/completions", bytes.NewReader(body))
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := lc.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return err
-		}
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("gateway: status %d: %.200s", resp.StatusCode, b)
-		}
-		var out struct {
-			Choices []struct {
-				Message struct {
-					Content string `json:"content"`
-				} `json:"message"`
-			} `json:"choices"`
-		}
-		if err := json.Unmarshal(b, &out); err != nil {
-			return err
-		}
-		if len(out.Choices) == 0 || out.Choices[0].Message.Content != corpus.ShortText {
-			return fmt.Errorf("gateway answer %.200s", b)
-		}
-		return nil
-	}
+	viaGateway := gatewayCall(lc, gwURL, body)
 	// Warm up both paths (connections, the runtime's learnt limits).
 	for range 50 {
 		if err := inproc(ctx); err != nil {
@@ -204,6 +172,44 @@ func gatewayRun(ctx context.Context, job Job, res *Result) error {
 		}
 	}
 	return nil
+}
+
+// gatewayCall posts body to the gateway at url's /v1/chat/completions
+// with lc and checks the answer's text.
+func gatewayCall(lc *http.Client, url string, body []byte) func(context.Context) error {
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := lc.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("gateway: status %d: %.200s", resp.StatusCode, b)
+		}
+		var out struct {
+			Choices []struct {
+				Message struct {
+					Content string `json:"content"`
+				} `json:"message"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal(b, &out); err != nil {
+			return err
+		}
+		if len(out.Choices) == 0 || out.Choices[0].Message.Content != corpus.ShortText {
+			return fmt.Errorf("gateway answer %.200s", b)
+		}
+		return nil
+	}
 }
 
 // loadResult is one open-loop run.

@@ -115,6 +115,8 @@ func Run(job Job) (res Result) {
 		err = batch(ctx, job, &res)
 	case "gateway":
 		err = gatewayRun(ctx, job, &res)
+	case "gatewaylog":
+		err = gatewayLogRun(ctx, job, &res)
 	case "inproc":
 		err = inProcess(ctx, job, &res)
 	default:

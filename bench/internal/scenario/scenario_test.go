@@ -193,3 +193,32 @@ func TestInProcess(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewayLogScenario runs the request log scenario at a toy size:
+// every request answers with the log off and on, each figure is measured,
+// and the log wrote a record per request it served.
+func TestGatewayLogScenario(t *testing.T) {
+	srv, err := server.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	res := Run(Job{Scenario: "gatewaylog", BaseURL: srv.URL, Rates: []int{200}, Duration: 250 * time.Millisecond, Repeats: 2, Timeout: 30 * time.Second})
+	if res.Err != "" {
+		t.Fatal(res.Err)
+	}
+	for _, k := range []string{"off_200_errors", "on_200_errors", "dropped"} {
+		if v, ok := res.Values[k]; !ok || v != 0 {
+			t.Errorf("%s = %v (present %v), notes %v", k, v, ok, res.Notes)
+		}
+	}
+	for _, k := range []string{"off_200_cpu_us_per_req", "on_200_cpu_us_per_req", "log_200_cpu_ratio", "on_200_p50_us"} {
+		if res.Values[k] <= 0 {
+			t.Errorf("%s = %v", k, res.Values[k])
+		}
+	}
+	// The warm-up's 50 and two runs of 50 requests at 200/s for 250 ms.
+	if w := res.Values["written"]; w != 150 {
+		t.Errorf("written %v, want 150", w)
+	}
+}
