@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/chorusrt/chorus/batch"
+	"github.com/chorusrt/chorus/cluster"
 	"github.com/chorusrt/chorus/console"
 	"github.com/chorusrt/chorus/keystore"
 	"github.com/chorusrt/chorus/requestlog"
@@ -88,7 +89,7 @@ func serveConsole(e env, cmd, addr string, opt console.Options, made bool) (stop
 // a temporary directory, removed by closeAll) whose model is model
 // (empty: the default model). announce prints where the console is once
 // the server listens.
-func serveConsoleMux(e env, st *stack, gw http.Handler, batches *batch.Registry, rlog *requestlog.Logger, keys *keystore.Store, addr, journalPath, model, tokenFlag string) (h http.Handler, announce func(base string), closeAll func(), err error) {
+func serveConsoleMux(e env, st *stack, node *cluster.Node, gw http.Handler, batches *batch.Registry, rlog *requestlog.Logger, keys *keystore.Store, addr, journalPath, model, tokenFlag string) (h http.Handler, announce func(base string), closeAll func(), err error) {
 	var closers []func()
 	closeEach := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -136,8 +137,12 @@ func serveConsoleMux(e env, st *stack, gw http.Handler, batches *batch.Registry,
 		return nil, nil, nil, fmt.Errorf("recovering the sessions of %s: %w", journalPath, err)
 	}
 	token, made := consoleToken(e, tokenFlag)
-	ch, err := console.New(console.Options{Runtime: st.rt, Sessions: m, Batches: batches, RequestLog: rlog, KeyStore: keys, Token: token, Loopback: loopbackAddr(addr),
-		Logger: slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	copt := console.Options{Runtime: st.rt, Sessions: m, Batches: batches, RequestLog: rlog, KeyStore: keys, Token: token, Loopback: loopbackAddr(addr),
+		Logger: slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	if node != nil { // the Cluster page
+		copt.Cluster, copt.BudgetOwners = node, budgetOwners(node)
+	}
+	ch, err := console.New(copt)
 	if err != nil {
 		return nil, nil, nil, err
 	}

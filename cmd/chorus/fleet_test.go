@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chorusrt/chorus/console"
 	"github.com/chorusrt/chorus/internal/pgtest"
 	"github.com/chorusrt/chorus/internal/testkit/syncbuf"
 	"github.com/chorusrt/chorus/keystore"
@@ -330,5 +332,64 @@ gateway:
 		if strings.Contains(p.out.String(), secret) || strings.Contains(p.out.String(), "gk-capped-fleet") {
 			t.Errorf("a gateway key in a replica's output")
 		}
+	}
+}
+
+// TestServeJoinsACluster: chorus serve --cluster makes each replica a
+// member of one Proto.Actor cluster (the flags of chorus node): both list
+// each other as members on the console's Cluster API, and the provider
+// key both use has one budget owner, the same seen from either.
+func TestServeJoinsACluster(t *testing.T) {
+	bin := buildChorus(t)
+	addrs := freePairs(t, 2)
+	env := cleanEnv()
+	var ps []*serveProc
+	for _, a := range addrs {
+		ps = append(ps, startServeProc(t, bin, env, "--cluster", "servetest", "--bind", a, "--peers", strings.Join(addrs, ","), "--lease-ttl", "1s"))
+	}
+	type view struct {
+		Members []string              `json:"members"`
+		Owners  []console.BudgetOwner `json:"budget_owners"`
+	}
+	read := func(p *serveProc) (v view) {
+		resp, err := http.Get(p.url + "/api/console/cluster")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		return v
+	}
+	// A call on each: the sim key's budget owner is made.
+	for _, p := range ps {
+		req, _ := http.NewRequest("POST", p.url+"/v1/chat/completions", strings.NewReader(`{"model":"sim/echo","messages":[{"role":"user","content":"hi"}]}`))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("a call on a member: %d", resp.StatusCode)
+		}
+	}
+	end := time.Now().Add(20 * time.Second)
+	for {
+		a, b := read(ps[0]), read(ps[1])
+		if len(a.Members) == 2 && len(b.Members) == 2 && len(a.Owners) > 0 && len(b.Owners) > 0 && a.Owners[0].Member == b.Owners[0].Member {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("members %v / %v, owners %+v / %+v", a.Members, b.Members, a.Owners, b.Owners)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !strings.Contains(ps[0].out.String(), `member of "servetest"`) {
+		t.Errorf("stderr does not say it joined: %s", ps[0].out.String())
+	}
+	for _, p := range ps {
+		p.stop(t)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/chorusrt/chorus/cluster"
 	"github.com/chorusrt/chorus/console"
+	"github.com/chorusrt/chorus/runtime"
 	"github.com/chorusrt/chorus/session"
 	"github.com/chorusrt/chorus/store"
 )
@@ -114,13 +115,7 @@ func cmdNode(ctx context.Context, e env, args []string) int {
 	fmt.Fprintf(e.stdout, "chorus node: member of %q at %s (peers %s)\n", o.name, n.Address(), o.peers)
 	if o.consoleAddr != "" { // consolecmd.go
 		token, made := consoleToken(e, o.token)
-		copt := console.Options{Runtime: n.Runtime(), Cluster: n, Token: token, BudgetOwners: func() []console.BudgetOwner {
-			var out []console.BudgetOwner
-			for _, o := range n.BudgetOwners() {
-				out = append(out, console.BudgetOwner{Provider: o.Provider, Fingerprint: o.KeyID, Member: o.Member})
-			}
-			return out
-		}}
+		copt := console.Options{Runtime: n.Runtime(), Cluster: n, Token: token, BudgetOwners: budgetOwners(n)}
 		if journal != nil {
 			copt.ClusterSessions, copt.Journal = n.Sessions(), journal
 		}
@@ -160,4 +155,43 @@ func freeBind() (string, error) {
 		return "", err
 	}
 	return addrs[0], nil
+}
+
+// openClusterStack is openStack for a process that is a member of a
+// cluster (chorus serve --cluster): the runtime is the node's, built from
+// the same options, so its provider keys' budgets are the cluster's.
+func openClusterStack(ctx context.Context, e env, configPath string, cfg cluster.Config, extra ...runtime.Option) (*stack, *cluster.Node, error) {
+	st, opts, err := buildStack(e, configPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	if st.cache, err = openCache(st.cfg); err != nil { // cache.go
+		st.sim.Close()
+		return nil, nil, err
+	}
+	if st.cache != nil {
+		opts = append(opts, cacheOption(st.cache))
+	}
+	cfg.Runtime = append(opts, extra...)
+	n, err := cluster.Join(ctx, cfg)
+	if err != nil {
+		st.sim.Close()
+		if st.cache != nil {
+			st.cache.Close()
+		}
+		return nil, nil, err
+	}
+	st.rt, st.node = n.Runtime(), n
+	return st, n, nil
+}
+
+// budgetOwners adapts a node's budget owners for the console.
+func budgetOwners(n *cluster.Node) func() []console.BudgetOwner {
+	return func() []console.BudgetOwner {
+		var out []console.BudgetOwner
+		for _, o := range n.BudgetOwners() {
+			out = append(out, console.BudgetOwner{Provider: o.Provider, Fingerprint: o.KeyID, Member: o.Member})
+		}
+		return out
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/chorusrt/chorus/batch"
+	"github.com/chorusrt/chorus/cluster"
 	"github.com/chorusrt/chorus/console"
 	"github.com/chorusrt/chorus/gateway"
 	"github.com/chorusrt/chorus/keystore"
@@ -55,6 +56,12 @@ taken from clients. gateway: fan_out: names fan-out aliases, answered on
       --request-log P    the request log: a SQLite file, a postgres:// DSN or
                          off (default: chorus.yaml's request_log:, else
                          requests.db in --files-dir, else a temporary file)
+      --cluster NAME     join the Proto.Actor cluster NAME (with --bind and
+                         --peers, as chorus node): provider keys' budgets
+                         are shared with its members
+      --bind HOST:PORT   this member's actor address (--cluster)
+      --peers A,B,...    the members' actor addresses (--cluster)
+      --lease-ttl D      the cluster's lease TTL (default 3s)
       --store P          the gateway keys, their limits and the spend
                          ledger: a SQLite file, a postgres:// DSN (every
                          replica of a fleet on one), or memory (default:
@@ -289,6 +296,10 @@ func cmdServe(ctx context.Context, e env, args []string) int {
 	metrics := fs.Bool("metrics", false, "")
 	requestLogFlag := fs.String("request-log", "", "")
 	storeFlag := fs.String("store", "", "")
+	clusterName := fs.String("cluster", "", "")
+	bind := fs.String("bind", "", "")
+	peers := fs.String("peers", "", "")
+	leaseTTL := fs.Duration("lease-ttl", 3*time.Second, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -336,7 +347,20 @@ func cmdServe(ctx context.Context, e env, args []string) int {
 	if len(cfg.prices) > 0 { // x-chorus-cost-usd
 		extra = append(extra, runtime.WithPrices(cfg.prices))
 	}
-	st, err := openStack(e, *configPath, extra...)
+	var st *stack
+	var node *cluster.Node
+	if *clusterName != "" { // node.go: the runtime is a cluster member's
+		if *bind == "" || *peers == "" {
+			fmt.Fprintln(e.stderr, "chorus serve: --cluster needs --bind and --peers")
+			return 2
+		}
+		st, node, err = openClusterStack(ctx, e, *configPath, cluster.Config{Name: *clusterName, Bind: *bind, Peers: splitList(*peers), LeaseTTL: *leaseTTL}, extra...)
+		if err == nil {
+			fmt.Fprintf(e.stderr, "chorus serve: member of %q at %s (peers %s): provider keys' budgets are the cluster's\n", *clusterName, node.Address(), *peers)
+		}
+	} else {
+		st, err = openStack(e, *configPath, extra...)
+	}
 	if err != nil {
 		fmt.Fprintf(e.stderr, "chorus serve: %v\n", err)
 		return 2
@@ -368,7 +392,7 @@ func cmdServe(ctx context.Context, e env, args []string) int {
 		_ = h.Close(cctx)
 	}()
 	// The console beside the gateway, with its sessions (consolecmd.go).
-	mux, announce, closeConsole, err := serveConsoleMux(e, st, h, batches, rlog, keyStore, *addr, *journalPath, *sessionModel, *token)
+	mux, announce, closeConsole, err := serveConsoleMux(e, st, node, h, batches, rlog, keyStore, *addr, *journalPath, *sessionModel, *token)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "chorus serve: %v\n", err)
 		return 2

@@ -33,8 +33,11 @@ const (
 
 // stack is the running simulator and runtime of one command.
 type stack struct {
-	sim      *sim.Simulator
-	rt       *runtime.Runtime
+	sim *sim.Simulator
+	rt  *runtime.Runtime
+	// node is the cluster member whose runtime rt is (chorus serve
+	// --cluster), nil otherwise: closing it closes rt.
+	node     interface{ Close(context.Context) error }
 	cfg      *fileConfig
 	keyed    []string // provider ids with an API key, in registration order
 	attempts *attemptStats
@@ -177,7 +180,11 @@ func (s *stack) checkModel(name string) error {
 func (s *stack) close(grace time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	_ = s.rt.Close(ctx)
+	if s.node != nil {
+		_ = s.node.Close(ctx)
+	} else {
+		_ = s.rt.Close(ctx)
+	}
 	if s.cache != nil {
 		_ = s.cache.Close()
 	}
