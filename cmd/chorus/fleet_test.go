@@ -92,7 +92,8 @@ func (p *serveProc) stop(t *testing.T) {
 }
 
 // TestFleetOfThreeServers is the fleet end to end: three chorus serve
-// processes on one PostgreSQL, a client spreading requests over them. A
+// processes in one cluster on one PostgreSQL, a client spreading requests
+// over them. A
 // key's budget is never overrun and the ledger holds exactly the costs
 // the clients were told; after SIGKILL of one replica mid-load the ledger
 // is never below what the clients were told, and above it by at most what
@@ -134,10 +135,12 @@ gateway:
 		t.Fatal(err)
 	}
 	env := cleanEnv("UP_KEY=sk-up-secret", "GK_CAPPED=gk-capped-fleet", "GK_PACED=gk-paced-fleet")
+	addrs := freePairs(t, 3) // the three are members of one cluster too
 	start := func() []*serveProc {
 		var ps []*serveProc
-		for range 3 {
-			ps = append(ps, startServeProc(t, bin, env, "--config", cfg, "--token", "op-token-fleet"))
+		for _, a := range addrs {
+			ps = append(ps, startServeProc(t, bin, env, "--config", cfg, "--token", "op-token-fleet",
+				"--cluster", "fleettest", "--bind", a, "--peers", strings.Join(addrs, ","), "--lease-ttl", "1s"))
 		}
 		return ps
 	}
