@@ -67,8 +67,18 @@ type fleetKey struct {
 	epoch               uint64
 	lastUse             time.Time
 	kicked              bool
+	// old is the previous budget period's reservation while its calls
+	// end and it is settled (a budget of a day or month that just rolled).
+	old *budgetLease
 	// storeDown: the last store call for this key failed.
 	storeDown atomic.Bool
+}
+
+// budgetLease is a reservation of one budget period.
+type budgetLease struct {
+	period              string
+	held, open, unflush keystore.NanoUSD
+	calls               int64
 }
 
 // fleet is a Handler's link to its key store: the agent that follows key
@@ -236,7 +246,7 @@ func (f *fleet) lostAll(ctx context.Context, now time.Time) {
 		c.mu.Lock()
 		fk := c.fl
 		fk.epoch++
-		fk.held, fk.open, fk.unflush, fk.calls, fk.slots = 0, 0, 0, 0, 0
+		fk.held, fk.open, fk.unflush, fk.calls, fk.slots, fk.old = 0, 0, 0, 0, 0, nil
 		fk.reqLease, fk.tokLease = 0, 0
 		c.mu.Unlock()
 	}
@@ -262,6 +272,7 @@ func (f *fleet) settle(ctx context.Context, now time.Time, final bool) bool {
 		spent, release keystore.NanoUSD
 		calls          int64
 		epoch          uint64
+		old            *budgetLease // the settlement is of the previous period's
 	}
 	var snaps []snap
 	var sets []keystore.Settlement
@@ -280,6 +291,15 @@ func (f *fleet) settle(ctx context.Context, now time.Time, final bool) bool {
 			snaps = append(snaps, s)
 			sets = append(sets, keystore.Settlement{KeyID: fk.id, Period: fk.period, Spent: s.spent, Calls: s.calls, Release: s.release})
 		}
+		if o := fk.old; o != nil { // a period that ended takes no call: all its spare goes back
+			release := max(o.held-o.open-o.unflush, 0)
+			if o.unflush > 0 || o.calls > 0 || release > 0 {
+				s := snap{c: c, spent: o.unflush, calls: o.calls, release: release, epoch: fk.epoch, old: o}
+				o.held -= release
+				snaps = append(snaps, s)
+				sets = append(sets, keystore.Settlement{KeyID: fk.id, Period: o.period, Spent: s.spent, Calls: s.calls, Release: s.release})
+			}
+		}
 		c.mu.Unlock()
 	}
 	if len(sets) == 0 {
@@ -293,14 +313,26 @@ func (f *fleet) settle(ctx context.Context, now time.Time, final bool) bool {
 	for _, s := range snaps {
 		s.c.mu.Lock()
 		fk := s.c.fl
-		if fk.epoch == s.epoch {
+		switch {
+		case fk.epoch != s.epoch:
+		case s.old != nil:
+			o := s.old
 			if err != nil {
-				fk.held += s.release // still ours: try again next tick
+				o.held += s.release
 			} else {
-				fk.unflush -= s.spent
-				fk.calls -= s.calls
-				fk.held -= s.spent
+				o.unflush -= s.spent
+				o.calls -= s.calls
+				o.held -= s.spent
 			}
+			if fk.old == o && o.open == 0 && o.unflush == 0 && o.calls == 0 && o.held <= 0 {
+				fk.old = nil // settled and given back
+			}
+		case err != nil:
+			fk.held += s.release // still ours: try again next tick
+		default:
+			fk.unflush -= s.spent
+			fk.calls -= s.calls
+			fk.held -= s.spent
 		}
 		s.c.mu.Unlock()
 	}
@@ -361,8 +393,16 @@ func (fk *fleetKey) roll(ks *keyState, now time.Time) {
 		fk.win, fk.reqLease, fk.tokLease, fk.fallReqs, fk.fallToks = w, 0, 0, 0, 0
 		fk.reqLeft, fk.tokLeft = int64(ks.key.RPM), int64(ks.key.TPM)
 	}
-	if p := ks.key.BudgetPeriod.ID(now); p != fk.period && fk.open == 0 && fk.unflush == 0 && fk.held == 0 {
-		fk.period = p
+	if p := ks.key.BudgetPeriod.ID(now); p != fk.period && p > fk.period {
+		switch {
+		case fk.open == 0 && fk.unflush == 0 && fk.held == 0 && fk.calls == 0:
+			fk.period = p
+		case fk.old == nil: // the last period's reservation is settled apart
+			fk.old = &budgetLease{period: fk.period, held: fk.held, open: fk.open, unflush: fk.unflush, calls: fk.calls}
+			fk.period, fk.held, fk.open, fk.unflush, fk.calls = p, 0, 0, 0, 0
+		}
+		// else the period before the last is still settling: calls stay in
+		// the last one until it is (a tick or two).
 	}
 }
 
@@ -640,6 +680,14 @@ func (fk *fleetKey) charge(a *admission, cost keystore.NanoUSD) keystore.NanoUSD
 	if a.epoch != fk.epoch { // reconciled meanwhile: its reservation was counted
 		return 0
 	}
+	if o := fk.old; o != nil && a.period == o.period {
+		o.open -= a.est
+		if cost > 0 || a.est > 0 {
+			o.unflush += cost
+			o.calls++
+		}
+		return max(o.open+o.unflush-o.held, 0)
+	}
 	fk.open -= a.est
 	if cost > 0 || a.est > 0 {
 		fk.unflush += cost
@@ -661,7 +709,11 @@ func (fk *fleetKey) cover(ks *keyState, a *admission, over keystore.NanoUSD) {
 		return
 	}
 	ks.mu.Lock()
-	if fk.epoch == a.epoch {
+	switch {
+	case fk.epoch != a.epoch:
+	case fk.old != nil && a.period == fk.old.period:
+		fk.old.held += g
+	case a.period == fk.period:
 		fk.held += g
 	}
 	ks.mu.Unlock()

@@ -497,3 +497,56 @@ func TestFleetStoreDown(t *testing.T) {
 		t.Fatalf("ledger %+v, the clients were told %d nUSD over %d calls", sp, told, calls)
 	}
 }
+
+// TestFleetBudgetPeriodRolls: a daily budget spent today is refused until
+// the next UTC day, which has a budget of its own, even though the
+// replica's reservation of the day before was still held at midnight; the
+// ledger keeps each day's calls apart.
+func TestFleetBudgetPeriodRolls(t *testing.T) {
+	gateway.SetFleetTiming(t, 50*time.Millisecond, 10*time.Second) // spare kept: held across midnight
+	up := llmtest.NewServer()
+	defer up.Close()
+	up.SetResponder(func(llmtest.Recorded) llmtest.Step {
+		return llmtest.Step{Reply: &llmtest.Reply{Text: "ok", Usage: &llm.Usage{PromptTokens: 20, CompletionTokens: 500}}}
+	})
+	var clock atomic.Int64
+	day1 := time.Date(2026, 12, 4, 23, 59, 0, 0, time.UTC)
+	clock.Store(day1.UnixNano())
+	o := fleetOpts{open: sqliteOpener(t), up: up, now: func() time.Time { return time.Unix(0, clock.Load()).UTC() },
+		prices: llm.Prices{"openai/gpt-4.1-mini": {Input: 2, Output: 8}},
+		keys:   []gateway.Key{{Name: "daily", SHA256: gateway.HashKey("gk-daily"), BudgetUSD: 0.01, BudgetPeriod: keystore.Daily}}}
+	r := startReplica(t, o)
+	served := func() int {
+		n := 0
+		for ; n < 10; n++ {
+			if s, _, _ := post(t, r.srv.URL, "gk-daily", chatBody); s != 200 {
+				break
+			}
+		}
+		return n
+	}
+	if n := served(); n != 2 {
+		t.Fatalf("day one: %d calls served of $0.01 at $0.00404 each, want 2", n)
+	}
+	clock.Store(day1.Add(2 * time.Minute).UnixNano()) // 00:01 the next day
+	if n := served(); n != 2 {
+		t.Fatalf("the next day: %d calls served, want 2", n)
+	}
+	r.close(t)
+	st := o.open()
+	defer st.Close()
+	k, _ := st.ByName(context.Background(), "daily")
+	ledger, err := st.Ledger(context.Background(), k.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ledger) != 2 || ledger[0].Period != "2026-12-04" || ledger[0].Calls != 2 || ledger[1].Period != "2026-12-05" || ledger[1].Calls != 2 ||
+		ledger[0].Spent != 2*keystore.ToNano(0.00404) || ledger[1].Spent != 2*keystore.ToNano(0.00404) {
+		t.Fatalf("ledger %+v", ledger)
+	}
+	for _, p := range []string{"2026-12-04", "2026-12-05"} {
+		if sp, _ := st.SpendOf(context.Background(), k.ID, p); sp.Reserved != 0 {
+			t.Errorf("%s: %d still reserved after a clean stop", p, sp.Reserved)
+		}
+	}
+}
