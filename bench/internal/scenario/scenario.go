@@ -117,6 +117,8 @@ func Run(job Job) (res Result) {
 		err = gatewayRun(ctx, job, &res)
 	case "gatewaylog":
 		err = gatewayLogRun(ctx, job, &res)
+	case "gatewayfleet":
+		err = gatewayFleetRun(ctx, job, &res)
 	case "inproc":
 		err = inProcess(ctx, job, &res)
 	default:

@@ -222,3 +222,31 @@ func TestGatewayLogScenario(t *testing.T) {
 		t.Errorf("written %v, want 150", w)
 	}
 }
+
+// TestGatewayFleetScenario: the fleet's scenario serves every request of
+// both gateways, and the key store's ledger holds one settled call per
+// request its gateway answered, nothing left reserved once it closed.
+func TestGatewayFleetScenario(t *testing.T) {
+	srv, err := server.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	res := Run(Job{Scenario: "gatewayfleet", BaseURL: srv.URL, Rates: []int{200}, Duration: 250 * time.Millisecond, Repeats: 2, Timeout: 30 * time.Second})
+	if res.Err != "" {
+		t.Fatal(res.Err)
+	}
+	for _, k := range []string{"off_200_errors", "on_200_errors", "reserved_after_close"} {
+		if v, ok := res.Values[k]; !ok || v != 0 {
+			t.Errorf("%s = %v (present %v), notes %v", k, v, ok, res.Notes)
+		}
+	}
+	for _, k := range []string{"off_200_cpu_us_per_req", "on_200_cpu_us_per_req", "fleet_200_cpu_ratio", "on_200_p50_us"} {
+		if res.Values[k] <= 0 {
+			t.Errorf("%s = %v", k, res.Values[k])
+		}
+	}
+	if c := res.Values["settled_calls"]; c != 150 {
+		t.Errorf("settled calls %v, want 150 (50 warm-up, two runs of 50)", c)
+	}
+}
