@@ -98,7 +98,21 @@ type fleet struct {
 	byID map[string]*keyCounters
 	// lost counts the times this replica was reconciled as dead.
 	lost atomic.Int64
+	// downUntil (Unix ns, wall clock): a store call on the request path
+	// failed; until then requests do not wait on the store again, they
+	// take the replica's share at once (or, for budget, a 503).
+	downUntil atomic.Int64
 }
+
+// storeFailed notes a failed store call on the request path.
+func (f *fleet) storeFailed() { f.downUntil.Store(time.Now().Add(time.Second).UnixNano()) }
+
+// storeResting reports whether a store call failed within the last second.
+func (f *fleet) storeResting() bool { return time.Now().UnixNano() < f.downUntil.Load() }
+
+// errResting is the error of a store call not made: the store failed a
+// moment ago.
+var errResting = errors.New("gateway: the key store failed a moment ago")
 
 // replicaID names this process in the store: host, pid and a random
 // suffix (a restarted process is a new replica; its predecessor's leases
@@ -518,9 +532,15 @@ func (fk *fleetKey) top(ks *keyState, now time.Time, est keystore.NanoUSD, conc 
 		return true // another request took what this one lacked
 	}
 	st, replica := fk.f.st, fk.f.replica
+	resting := fk.f.storeResting()
 	share := func(limit int) int64 { return max(int64(limit)/fk.f.replicas.Load(), 1) }
 	if req {
-		g, left, err := st.Take(ctx, fk.id, "req", win, int64(ks.key.RPM), limitChunk(ks.key.RPM))
+		g, left, err := int64(0), int64(0), errResting
+		if !resting {
+			if g, left, err = st.Take(ctx, fk.id, "req", win, int64(ks.key.RPM), limitChunk(ks.key.RPM)); err != nil {
+				fk.f.storeFailed()
+			}
+		}
 		ks.mu.Lock()
 		if fk.win == win {
 			if err != nil {
@@ -536,7 +556,12 @@ func (fk *fleetKey) top(ks *keyState, now time.Time, est keystore.NanoUSD, conc 
 		got = got || g > 0
 	}
 	if tok {
-		g, left, err := st.Take(ctx, fk.id, "tok", win, int64(ks.key.TPM), limitChunk(ks.key.TPM))
+		g, left, err := int64(0), int64(0), errResting
+		if !resting {
+			if g, left, err = st.Take(ctx, fk.id, "tok", win, int64(ks.key.TPM), limitChunk(ks.key.TPM)); err != nil {
+				fk.f.storeFailed()
+			}
+		}
 		ks.mu.Lock()
 		if fk.win == win {
 			if err != nil {
@@ -550,7 +575,12 @@ func (fk *fleetKey) top(ks *keyState, now time.Time, est keystore.NanoUSD, conc 
 		got = got || g > 0
 	}
 	if slot {
-		g, err := st.TakeSlots(ctx, replica, fk.id, int64(ks.key.Concurrency), 1, now)
+		g, err := int64(0), error(errResting)
+		if !resting {
+			if g, err = st.TakeSlots(ctx, replica, fk.id, int64(ks.key.Concurrency), 1, now); err != nil && !errors.Is(err, keystore.ErrLost) {
+				fk.f.storeFailed()
+			}
+		}
 		if errors.Is(err, keystore.ErrLost) {
 			fk.f.lostAll(ctx, now)
 			return true
@@ -572,7 +602,12 @@ func (fk *fleetKey) top(ks *keyState, now time.Time, est keystore.NanoUSD, conc 
 	}
 	if money {
 		need := max(est-want, 0)
-		g, err := st.Reserve(ctx, replica, fk.id, period, need, need+budgetChunk(ks), now)
+		g, err := keystore.NanoUSD(0), error(errResting)
+		if !resting {
+			if g, err = st.Reserve(ctx, replica, fk.id, period, need, need+budgetChunk(ks), now); err != nil && !errors.Is(err, keystore.ErrLost) {
+				fk.f.storeFailed()
+			}
+		}
 		if errors.Is(err, keystore.ErrLost) {
 			fk.f.lostAll(ctx, now)
 			return true
