@@ -241,7 +241,9 @@ func New(rt *runtime.Runtime, opts Options) (*Handler, error) {
 	}
 	h.batches.jobs = map[string]*batchJob{}
 	h.batches.base, h.batches.stop = context.WithCancel(context.Background())
-	if opts.FilesDir != "" {
+	h.files.st = opts.KeyStore // files on the fleet: fleetfiles.go
+	// On the fleet, the store's batches are taken by the agent.
+	if opts.FilesDir != "" && opts.KeyStore == nil {
 		if err := h.loadBatches(); err != nil {
 			h.batches.stop()
 			h.batches.wg.Wait()
@@ -265,7 +267,9 @@ func New(rt *runtime.Runtime, opts Options) (*Handler, error) {
 // runtime; call it once no request is being served (after the server's
 // Shutdown).
 func (h *Handler) Close(ctx context.Context) error {
+	h.batches.mu.Lock()
 	h.batches.stop()
+	h.batches.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
 		h.batches.wg.Wait()
