@@ -486,3 +486,52 @@ func (h *Handler) resumeTaken(kb keystore.Batch) error {
 	h.startBatchLocked(b, true, int64(len(out)))
 	return nil
 }
+
+// importLocal moves into the store what the files directory kept before
+// the Handler had one: its files, and its batches with their output lines
+// so far (an unfinished one is then taken by the agent and resumed). An
+// id the store holds already is left as the store has it.
+func (h *Handler) importLocal() {
+	st, fs := h.opts.KeyStore, h.files
+	fs.mu.Lock()
+	files := make([]*storedFile, 0, len(fs.files))
+	for _, sf := range fs.files {
+		files = append(files, sf)
+	}
+	fs.mu.Unlock()
+	for _, sf := range files {
+		if err := fs.storePut(sf); err != nil && !errors.Is(err, keystore.ErrConflict) {
+			h.log.Warn("gateway: key store: importing a file of the files directory failed", "file", sf.File.ID, "error", err.Error())
+		}
+	}
+	paths, _ := filepath.Glob(filepath.Join(fs.dir, "batch_*.json"))
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		var sb storedBatch
+		if err != nil || json.Unmarshal(data, &sb) != nil || !validID(sb.Batch.ID, "batch_") {
+			continue
+		}
+		if err := h.importBatch(st, &sb, data); err != nil && !errors.Is(err, keystore.ErrConflict) {
+			h.log.Warn("gateway: key store: importing a batch of the files directory failed", "batch", sb.Batch.ID, "error", err.Error())
+		}
+	}
+}
+
+func (h *Handler) importBatch(st *keystore.Store, sb *storedBatch, state []byte) error {
+	ctx, cancel := storeCtx()
+	defer cancel()
+	id, replica := sb.Batch.ID, h.fleet.replica
+	kb := keystore.Batch{ID: id, Owner: sb.Owner, Created: sb.Batch.CreatedAt, Done: sb.Batch.Terminal(), State: state}
+	if err := st.CreateBatch(ctx, kb, replica, h.opts.Now().Add(fleetBatchTTL)); err != nil {
+		return err
+	}
+	if !kb.Done {
+		out, err := os.ReadFile(h.outputPath(id))
+		if end := lastNewline(out); err == nil && end > 0 {
+			if err := st.AppendBatchOutput(ctx, id, replica, out[:end]); err != nil {
+				return err
+			}
+		}
+	}
+	return st.ReleaseBatch(ctx, id, replica)
+}

@@ -201,3 +201,46 @@ func TestFleetBatchResumesAfterAKill(t *testing.T) {
 		t.Errorf("%d lines ran twice: more than those in flight or unflushed at the kill", extra)
 	}
 }
+
+// TestFleetImportsTheFilesDirectory: a gateway given a key store on a
+// files directory a gateway without one used moves its files and batches
+// into the store: they are listed and read from there, and the batch the
+// earlier gateway left running resumes, every custom_id once.
+func TestFleetImportsTheFilesDirectory(t *testing.T) {
+	gateway.SetFleetTiming(t, 50*time.Millisecond, 200*time.Millisecond)
+	gateway.SetFleetBatchTiming(t, time.Second, 100*time.Millisecond, 50*time.Millisecond, 100*time.Millisecond)
+	opts := batchKeys()
+	opts.FilesDir = t.TempDir()
+	opts.BatchConcurrency = 1
+	f, created := stopMidBatch(t, opts)
+	st := sqliteOpener(t)()
+	defer st.Close()
+	opts.KeyStore = st
+	h2, err := gateway.New(f.rt, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h2.Close(t.Context())
+	f.cur.Store(h2)
+	if got := f.do(t, "GET", "/v1/batches", "", "Authorization", bearer); !strings.Contains(string(got.body), created.ID) {
+		t.Fatalf("batches from the store: %s", got.body)
+	}
+	b := f.waitBatch(t, "gk-batcher", created.ID)
+	if b.Status != "completed" || b.RequestCounts.Completed != 3 || b.OutputFileID == nil {
+		t.Fatalf("imported batch %+v", b)
+	}
+	seen := map[string]int{}
+	for _, l := range lines(f.do(t, "GET", "/v1/files/"+*b.OutputFileID+"/content", "", "Authorization", bearer).body) {
+		seen[l["custom_id"].(string)]++
+	}
+	if len(seen) != 3 || seen["a"] != 1 || seen["b"] != 1 || seen["c"] != 1 {
+		t.Fatalf("output lines %v", seen)
+	}
+	if n := f.up.Count(); n != 4 {
+		t.Errorf("%d upstream calls, want 4 (a once, b twice, c once)", n)
+	}
+	files, err := st.Files(t.Context(), "batcher", "batch")
+	if err != nil || len(files) != 1 {
+		t.Fatalf("the input file in the store: %v %v", files, err)
+	}
+}

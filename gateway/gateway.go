@@ -256,6 +256,9 @@ func New(rt *runtime.Runtime, opts Options) (*Handler, error) {
 			h.batches.wg.Wait()
 			return nil, err
 		}
+		if opts.FilesDir != "" {
+			h.importLocal() // fleetfiles.go
+		}
 	}
 	h.routes()
 	return h, nil
