@@ -102,7 +102,9 @@ type Options struct {
 	// (default: a temporary directory, made at the first upload and
 	// removed by Close). With a directory of its own, a restarted gateway
 	// serves the files and batches of the previous one and resumes its
-	// running batches where they stopped.
+	// running batches where they stopped. With a KeyStore, files and
+	// batches live in the store and FilesDir holds local copies (what it
+	// held from before the store is moved into it).
 	FilesDir string
 	// MaxFileBytes caps an uploaded file (default DefaultMaxFileBytes).
 	MaxFileBytes int64

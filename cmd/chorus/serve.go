@@ -55,8 +55,9 @@ taken from clients. gateway: fan_out: names fan-out aliases, answered on
       --request-log P    the request log: a SQLite file, a postgres:// DSN or
                          off (default: chorus.yaml's request_log:, else
                          requests.db in --files-dir, else a temporary file)
-      --store P          the gateway keys, their limits and the spend
-                         ledger: a SQLite file, a postgres:// DSN (every
+      --store P          the gateway keys, their limits, the spend ledger,
+                         files and batches (then --files-dir is a cache of
+                         the store's): a SQLite file, a postgres:// DSN (every
                          replica of a fleet on one), or memory (default:
                          gateway.store: of the config, else gateway.db in
                          --files-dir, else a temporary file); used once a
