@@ -215,8 +215,9 @@ func TestFleetBatchSurvivesSIGKILL(t *testing.T) {
 
 // TestServeKeepsStateAcrossSIGKILL: the single-server default (no
 // --store: SQLite in --files-dir, no cluster) keeps keys, spend, files and
-// batches across a SIGKILL: the restarted server serves the key with its
-// spend, the files, and finishes the batch it was running, every
+// batches across a SIGKILL: the restarted server accepts a key made with
+// chorus keys before the kill, keeps the spend of the configured one,
+// serves the files, and finishes the batch it was running, every
 // custom_id exactly once.
 func TestServeKeepsStateAcrossSIGKILL(t *testing.T) {
 	if testing.Short() {
@@ -227,19 +228,29 @@ func TestServeKeepsStateAcrossSIGKILL(t *testing.T) {
 	cfg := writeConfig(t, up, "", "    - name: batcher\n      key_env: GK_BATCHER\n    - name: spender\n      key_env: GK_SPENDER\n      budget_usd: 1\n")
 	env := cleanEnv("UP_KEY=sk-up-secret", "GK_BATCHER=gk-batcher-one", "GK_SPENDER=gk-spender-one")
 	dir := t.TempDir()
-	p1 := startServeProc(t, bin, env, "--config", cfg, "--files-dir", dir)
+	p1 := startServeProc(t, bin, env, "--config", cfg, "--files-dir", dir, "--token", "op-token-one")
 	hc := &http.Client{Timeout: 30 * time.Second}
-	g := gw{t: t, url: p1.url, key: "gk-batcher-one", hc: hc}
-	var told keystore.NanoUSD
-	for range 5 {
-		req, _ := http.NewRequest("POST", p1.url+"/v1/chat/completions", strings.NewReader(`{"model":"up/m","max_tokens":20,"messages":[{"role":"user","content":"hi"}]}`))
-		req.Header.Set("Authorization", "Bearer gk-spender-one")
+	code, secret, stderr := runCLI(t, context.Background(), nil, "keys", "create", "--name", "late", "--addr", p1.url, "--token", "op-token-one")
+	secret = strings.TrimSpace(secret)
+	if code != 0 || !strings.HasPrefix(secret, "sk-chorus-") {
+		t.Fatalf("chorus keys create: exit %d, %s", code, stderr)
+	}
+	chat := func(url, key string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("POST", url+"/v1/chat/completions", strings.NewReader(`{"model":"up/m","max_tokens":20,"messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Authorization", "Bearer "+key)
 		resp, err := hc.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
+		return resp
+	}
+	g := gw{t: t, url: p1.url, key: "gk-batcher-one", hc: hc}
+	var told keystore.NanoUSD
+	for range 5 {
+		resp := chat(p1.url, "gk-spender-one")
 		c, err := strconv.ParseFloat(resp.Header.Get("x-chorus-cost-usd"), 64)
 		if resp.StatusCode != 200 || err != nil {
 			t.Fatalf("chat: %d %q", resp.StatusCode, resp.Header.Get("x-chorus-cost-usd"))
@@ -261,6 +272,9 @@ func TestServeKeepsStateAcrossSIGKILL(t *testing.T) {
 
 	p2 := startServeProc(t, bin, env, "--config", cfg, "--files-dir", dir)
 	g.url = p2.url
+	if resp := chat(p2.url, secret); resp.StatusCode != 200 {
+		t.Fatalf("a key made with chorus keys, after the SIGKILL: %d", resp.StatusCode)
+	}
 	if code, b := g.do("GET", "/v1/files/"+keptID+"/content", ""); code != 200 || !bytes.Equal(b, kept) {
 		t.Fatalf("a file after the restart: %d %q", code, b)
 	}
