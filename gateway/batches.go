@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/chorusrt/chorus/batch"
@@ -41,6 +42,9 @@ type batchJob struct {
 	mu     sync.Mutex
 	sb     storedBatch
 	cancel context.CancelFunc // ends the running job; nil once it ended
+	// lost: on the fleet, another replica holds the batch's lease now
+	// (fleetfiles.go); the job stops here without finishing it.
+	lost atomic.Bool
 }
 
 func (b *batchJob) snapshot() openai.ServerBatch {
@@ -69,6 +73,9 @@ type batches struct {
 	wg   sync.WaitGroup
 	base context.Context
 	stop context.CancelFunc
+	// killed: a test's kill of the Handler (fleetfiles.go): nothing more
+	// reaches the store.
+	killed atomic.Bool
 }
 
 func (h *Handler) batchPath(id string) string { return filepath.Join(h.files.dir, id+".json") }
@@ -79,6 +86,10 @@ func (h *Handler) outputPath(id string) string {
 // save writes a batch's state; a failure is logged (the job goes on, and
 // its output is safe in its own file).
 func (h *Handler) save(b *batchJob) {
+	if h.fleet != nil {
+		h.fleetSave(b) // fleetfiles.go
+		return
+	}
 	b.mu.Lock()
 	data, err := json.Marshal(&b.sb)
 	id := b.sb.Batch.ID
@@ -149,7 +160,15 @@ func (h *Handler) createBatch(w http.ResponseWriter, r *http.Request) {
 		CompletionWindow: req.CompletionWindow, Status: "validating", CreatedAt: now.Unix(),
 		ExpiresAt: unix(now.Add(h.batchWindow)), Metadata: req.Metadata,
 	}}}
-	h.save(b)
+	if h.fleet != nil {
+		if err := h.fleetCreate(b); err != nil { // fleetfiles.go
+			h.log.Warn("gateway: key store: storing a batch failed", "error", err.Error())
+			h.fail(w, f, &Error{Status: http.StatusServiceUnavailable, Message: "the store cannot be reached to keep the batch; retry shortly", RetryAfter: time.Second})
+			return
+		}
+	} else {
+		h.save(b)
+	}
 	h.batches.mu.Lock()
 	h.batches.jobs[b.sb.Batch.ID] = b
 	h.batches.mu.Unlock()
@@ -179,6 +198,10 @@ func (h *Handler) batchOf(w http.ResponseWriter, r *http.Request) (*batchJob, bo
 
 // getBatch serves GET /v1/batches/{id}.
 func (h *Handler) getBatch(w http.ResponseWriter, r *http.Request) {
+	if h.fleet != nil {
+		h.fleetBatch(w, r, false) // fleetfiles.go
+		return
+	}
 	if b, ok := h.batchOf(w, r); ok {
 		out, _ := json.Marshal(b.snapshot())
 		h.writeJSON(w, out)
@@ -189,6 +212,10 @@ func (h *Handler) getBatch(w http.ResponseWriter, r *http.Request) {
 // cancelling until its job has stopped (native batches cancelled too) and
 // its output and error files hold what finished; then it is cancelled.
 func (h *Handler) cancelBatch(w http.ResponseWriter, r *http.Request) {
+	if h.fleet != nil {
+		h.fleetBatch(w, r, true) // fleetfiles.go
+		return
+	}
 	b, ok := h.batchOf(w, r)
 	if !ok {
 		return
@@ -224,14 +251,18 @@ func (h *Handler) listBatches(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	owner := ownerOf(ks)
-	h.batches.mu.Lock()
 	var all []openai.ServerBatch
-	for _, b := range h.batches.jobs {
-		if b.sb.Owner == owner {
-			all = append(all, b.snapshot())
+	if h.fleet != nil {
+		all = h.storeBatches(owner) // fleetfiles.go
+	} else {
+		h.batches.mu.Lock()
+		for _, b := range h.batches.jobs {
+			if b.sb.Owner == owner {
+				all = append(all, b.snapshot())
+			}
 		}
+		h.batches.mu.Unlock()
 	}
-	h.batches.mu.Unlock()
 	slices.SortFunc(all, func(a, b openai.ServerBatch) int {
 		if a.CreatedAt != b.CreatedAt {
 			return int(b.CreatedAt - a.CreatedAt)
@@ -270,15 +301,43 @@ func compareStrings(a, b string) int {
 // startBatch runs a batch's job in the background until it ends or the
 // Handler closes (then a restarted gateway resumes it).
 func (h *Handler) startBatch(b *batchJob, resume bool) {
+	h.batches.mu.Lock()
+	defer h.batches.mu.Unlock()
+	h.startBatchLocked(b, resume, 0)
+}
+
+// startBatchLocked is startBatch with h.batches.mu held (so that Close,
+// which stops under it, never races a start). On the fleet, the batch's
+// mirror (fleetfiles.go) runs beside it: its output lines from offset on
+// reach the store.
+func (h *Handler) startBatchLocked(b *batchJob, resume bool, offset int64) {
+	if h.batches.base.Err() != nil {
+		return // closing: the batch resumes on the next start, or another replica
+	}
 	ctx, cancel := context.WithCancel(h.batches.base)
 	b.mu.Lock()
 	b.cancel = cancel
 	b.mu.Unlock()
+	var done chan struct{}
+	if h.fleet != nil {
+		done = make(chan struct{})
+		h.batches.wg.Add(1)
+		go func() {
+			defer h.batches.wg.Done()
+			h.mirror(b, offset, done)
+		}()
+	}
 	h.batches.wg.Add(1)
 	go func() {
 		defer h.batches.wg.Done()
 		defer cancel()
 		h.runBatch(ctx, b, resume)
+		b.mu.Lock()
+		b.cancel = nil
+		b.mu.Unlock()
+		if done != nil {
+			close(done)
+		}
 	}()
 }
 
@@ -308,7 +367,15 @@ func (h *Handler) runBatch(ctx context.Context, b *batchJob, resume bool) {
 		fail(openai.ServerBatchError{Code: "file_not_found", Message: "the input file " + inID + " is gone"})
 		return
 	}
-	inPath := h.files.path(inID)
+	inPath, err := h.files.local(inID) // a copy from the store on the fleet
+	if err != nil {
+		if h.stopped(b) {
+			return
+		}
+		h.log.Warn("gateway: fetching a batch's input failed", "batch", id, "error", err.Error())
+		fail(openai.ServerBatchError{Code: "file_not_found", Message: "the input file " + inID + " cannot be read"})
+		return
+	}
 	var ks *keyState
 	if owner != "" {
 		for _, e := range h.keyMap() {
@@ -348,8 +415,8 @@ func (h *Handler) runBatch(ctx context.Context, b *batchJob, resume bool) {
 		ok := h.runJob(jctx, b, inPath, ks, resume || status != "validating")
 		expired = errors.Is(context.Cause(jctx), errBatchExpired)
 		stop()
-		if !ok {
-			return // the Handler closed: a restarted gateway resumes the job
+		if !ok || b.lost.Load() {
+			return // the Handler closed (a restarted gateway resumes the job), or another replica runs it now
 		}
 		b.mu.Lock()
 		cancelled = b.sb.Cancel
@@ -360,7 +427,7 @@ func (h *Handler) runBatch(ctx context.Context, b *batchJob, resume bool) {
 		// Remote batches of the job keep running unless cancelled too.
 		h.cancelRemote(b, inPath)
 	}
-	if h.batches.base.Err() != nil {
+	if h.stopped(b) {
 		return
 	}
 	if expired {
@@ -401,6 +468,10 @@ func (h *Handler) runBatch(ctx context.Context, b *batchJob, resume bool) {
 		}
 	})
 }
+
+// stopped reports whether the batch's job must stop here unfinished: the
+// Handler closed, or another replica of the fleet holds its lease now.
+func (h *Handler) stopped(b *batchJob) bool { return h.batches.base.Err() != nil || b.lost.Load() }
 
 // errBatchExpired is the cause of a batch job's context ended by its
 // completion window.

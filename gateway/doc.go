@@ -62,7 +62,8 @@
 // (default 200 MiB, 413 past it); a batch at Options.MaxBatchLines lines
 // (default 50,000). A Handler closed while batches run leaves them in the
 // directory, and a new Handler on it resumes them (batch.Resume: a line
-// already answered is never run or written again).
+// already answered is never run or written again). With Options.KeyStore
+// they live in the store instead (see the fleet, below).
 //
 // Anthropic Messages format:
 //
@@ -180,6 +181,18 @@
 // thing to fail and a round trip per grant, and would still have to write
 // the store. Leases taken from the store in chunks keep the request path
 // free of both.
+//
+// Files and batches are in the store too (fleetfiles.go), the files
+// directory a cache: every replica lists, reads, downloads, deletes and
+// cancels them. One replica runs a batch under a lease (10 s, renewed
+// every second, when it also sees a cancel asked through another
+// replica); its output lines reach the store every 200 ms, appended by
+// the lease's holder only. When the holder dies its lease expires and
+// another replica takes the batch, rebuilds its output from the store and
+// resumes it: no custom_id is written twice, and a line answered within
+// the last flush before the kill (or in flight at it) runs again. A
+// Handler given a store on a files directory it used without one moves
+// the files and batches there into the store.
 //
 // # Headers
 //

@@ -13,7 +13,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/chorusrt/chorus/keystore"
 	"github.com/chorusrt/chorus/providers/openai"
 )
 
@@ -46,6 +48,8 @@ type fileStore struct {
 
 	mu    sync.Mutex
 	files map[string]*storedFile
+	// st, when set (Options.KeyStore), holds every file: fleetfiles.go.
+	st *keystore.Store
 }
 
 // openFileStore opens dir (made if missing), or a new temporary directory
@@ -126,6 +130,9 @@ func (fs *fileStore) get(id, owner string) (*storedFile, bool) {
 	if !validID(id, "file-") {
 		return nil, false
 	}
+	if fs.st != nil {
+		return fs.storeGet(id, owner)
+	}
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	sf, ok := fs.files[id]
@@ -144,22 +151,40 @@ func (fs *fileStore) add(sf *storedFile) error {
 	if err := writeFileSync(fs.path(sf.File.ID)+".json", b); err != nil {
 		return err
 	}
+	if fs.st != nil {
+		if err := fs.storePut(sf); err != nil {
+			_ = os.Remove(fs.path(sf.File.ID) + ".json")
+			return err
+		}
+	}
 	fs.mu.Lock()
 	fs.files[sf.File.ID] = sf
 	fs.mu.Unlock()
 	return nil
 }
 
-func (fs *fileStore) remove(id string) {
+func (fs *fileStore) remove(id string) error {
+	if fs.st != nil {
+		ctx, cancel := storeCtx()
+		err := fs.st.DeleteFile(ctx, id)
+		cancel()
+		if err != nil && !errors.Is(err, keystore.ErrNoFile) {
+			return err
+		}
+	}
 	fs.mu.Lock()
 	delete(fs.files, id)
 	fs.mu.Unlock()
 	_ = os.Remove(fs.path(id) + ".json")
 	_ = os.Remove(fs.path(id))
+	return nil
 }
 
 // list returns owner's files, newest first.
 func (fs *fileStore) list(owner, purpose string) []openai.ServerFile {
+	if fs.st != nil {
+		return fs.storeList(owner, purpose)
+	}
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	var out []openai.ServerFile
@@ -360,7 +385,12 @@ func (h *Handler) fileContent(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	f, err := os.Open(h.files.path(sf.File.ID))
+	p, err := h.files.local(sf.File.ID) // a copy from the store on the fleet
+	if err != nil {
+		h.fail(w, formatOpenAI, &Error{Status: http.StatusNotFound, Message: "no such file: " + sf.File.ID})
+		return
+	}
+	f, err := os.Open(p)
 	if err != nil {
 		h.fail(w, formatOpenAI, &Error{Status: http.StatusNotFound, Message: "no such file: " + sf.File.ID})
 		return
@@ -374,7 +404,11 @@ func (h *Handler) fileContent(w http.ResponseWriter, r *http.Request) {
 // not deleted under it: the job holds the file open.
 func (h *Handler) deleteFile(w http.ResponseWriter, r *http.Request) {
 	if sf, ok := h.fileOf(w, r); ok {
-		h.files.remove(sf.File.ID)
+		if err := h.files.remove(sf.File.ID); err != nil {
+			h.log.Warn("gateway: key store: deleting a file failed", "error", err.Error())
+			h.fail(w, formatOpenAI, &Error{Status: http.StatusServiceUnavailable, Message: "the store cannot be reached to delete the file; retry shortly", RetryAfter: time.Second})
+			return
+		}
 		h.writeJSON(w, openai.EncodeServerDeleted(sf.File.ID, "file"))
 	}
 }

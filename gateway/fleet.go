@@ -213,7 +213,7 @@ func (f *fleet) run(ctx context.Context) {
 	defer close(f.done)
 	tick := time.NewTicker(fleetTick)
 	defer tick.Stop()
-	var beat, rec time.Time
+	var beat, rec, scan time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -230,6 +230,10 @@ func (f *fleet) run(ctx context.Context) {
 			if !settled && now.Sub(beat) >= fleetHeartbeat {
 				f.heartbeat(ctx, now)
 				beat = now
+			}
+			if now.Sub(scan) >= fleetBatchScan {
+				scan = now
+				f.h.takeBatches(ctx, now) // fleetfiles.go
 			}
 			if now.Sub(rec) >= fleetReconcile {
 				rec = now

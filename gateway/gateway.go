@@ -102,7 +102,9 @@ type Options struct {
 	// (default: a temporary directory, made at the first upload and
 	// removed by Close). With a directory of its own, a restarted gateway
 	// serves the files and batches of the previous one and resumes its
-	// running batches where they stopped.
+	// running batches where they stopped. With a KeyStore, files and
+	// batches live in the store and FilesDir holds local copies (what it
+	// held from before the store is moved into it).
 	FilesDir string
 	// MaxFileBytes caps an uploaded file (default DefaultMaxFileBytes).
 	MaxFileBytes int64
@@ -249,7 +251,9 @@ func New(rt *runtime.Runtime, opts Options) (*Handler, error) {
 	}
 	h.batches.jobs = map[string]*batchJob{}
 	h.batches.base, h.batches.stop = context.WithCancel(context.Background())
-	if opts.FilesDir != "" {
+	h.files.st = opts.KeyStore // files on the fleet: fleetfiles.go
+	// On the fleet, the store's batches are taken by the agent.
+	if opts.FilesDir != "" && opts.KeyStore == nil {
 		if err := h.loadBatches(); err != nil {
 			h.batches.stop()
 			h.batches.wg.Wait()
@@ -262,6 +266,9 @@ func New(rt *runtime.Runtime, opts Options) (*Handler, error) {
 			h.batches.wg.Wait()
 			return nil, err
 		}
+		if opts.FilesDir != "" {
+			h.importLocal() // fleetfiles.go
+		}
 	}
 	h.routes()
 	return h, nil
@@ -273,7 +280,9 @@ func New(rt *runtime.Runtime, opts Options) (*Handler, error) {
 // runtime; call it once no request is being served (after the server's
 // Shutdown).
 func (h *Handler) Close(ctx context.Context) error {
+	h.batches.mu.Lock()
 	h.batches.stop()
+	h.batches.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
 		h.batches.wg.Wait()

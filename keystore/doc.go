@@ -53,6 +53,22 @@
 // (gateway.Options.KeyStore) takes them in chunks, ahead of need, so a
 // request pays no store round trip in the common case.
 //
+// # Files and batches
+//
+// The gateway's /v1/files and /v1/batches live here too, so that every
+// replica serves them: PutFile, File, FileContent, Files and DeleteFile
+// keep a file's bytes and metadata; a batch (CreateBatch, Batch, Batches)
+// is the gateway's state as JSON beside what the store needs: whether it
+// is done, when a client asked to cancel it (CancelBatch), and which
+// replica holds its lease until when. TakeBatch gives a replica one batch
+// not done whose lease is free or expired (two replicas never get the
+// same one), RenewBatch extends it and returns the cancel, ReleaseBatch
+// frees it. Only the lease's holder saves a batch's state (SaveBatch) and
+// appends its output lines (AppendBatchOutput, chunks kept in order): a
+// replica whose lease was taken over gets ErrLeaseLost and stops, so
+// BatchOutput never holds a line twice. A done batch's lines are dropped
+// (its output files hold them).
+//
 // Decisions and limits:
 //   - Replicas' clocks are trusted to agree to well within the heartbeat
 //     TTL and the minute of a window; skew shifts a replica's windows by

@@ -93,7 +93,7 @@ func initStore(db *sql.DB, postgres bool) (*Store, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s := &Store{db: db, postgres: postgres}
-	for _, q := range schema() {
+	for _, q := range append(schema(), blobSchema(postgres)...) {
 		if err := s.retry(ctx, func() error { _, err := db.ExecContext(ctx, q); return err }); err != nil {
 			db.Close()
 			return nil, fmt.Errorf("keystore: create schema: %w", err)

@@ -49,6 +49,9 @@ func TestConformance(t *testing.T) {
 			t.Run("Reconcile", func(t *testing.T) { testReconcile(t, b.open(t)) })
 			t.Run("Windows", func(t *testing.T) { testWindows(t, b.open(t)) })
 			t.Run("Slots", func(t *testing.T) { testSlots(t, b.open(t)) })
+			t.Run("Files", func(t *testing.T) { testFiles(t, b.open(t)) })
+			t.Run("Batches", func(t *testing.T) { testBatches(t, b.open(t)) })
+			t.Run("BatchLeases", func(t *testing.T) { testBatchLeases(t, b.open(t)) })
 		})
 	}
 }

@@ -62,8 +62,9 @@ taken from clients. gateway: fan_out: names fan-out aliases, answered on
       --bind HOST:PORT   this member's actor address (--cluster)
       --peers A,B,...    the members' actor addresses (--cluster)
       --lease-ttl D      the cluster's lease TTL (default 3s)
-      --store P          the gateway keys, their limits and the spend
-                         ledger: a SQLite file, a postgres:// DSN (every
+      --store P          the gateway keys, their limits, the spend ledger,
+                         files and batches (then --files-dir is a cache of
+                         the store's): a SQLite file, a postgres:// DSN (every
                          replica of a fleet on one), or memory (default:
                          gateway.store: of the config, else gateway.db in
                          --files-dir, else a temporary file); used once a
