@@ -2,6 +2,8 @@ package gateway_test
 
 import (
 	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -237,6 +239,82 @@ func TestCacheGeminiStream(t *testing.T) {
 	}
 	if got[0] != got[1] || got[0].text != "un deux" || got[0].call == "" || got[0].usage[2] != 11 || fx.up.Count() != 1 {
 		t.Fatalf("from the provider %+v, from the cache %+v, upstream %d", got[0], got[1], fx.up.Count())
+	}
+}
+
+// TestCacheResponsesEncryptedReasoning: a streamed Responses request
+// answered from the cache ends with the reasoning items the provider's
+// answer had (invariant 7): one per item, with its id, summary and
+// encrypted_content, before the item it preceded, as the answer from the
+// provider does; the streamed text and reasoning are the provider's too.
+// The provider's answer has three reasoning items, the second without a
+// summary (it streams nothing), then a message and a function call.
+func TestCacheResponsesEncryptedReasoning(t *testing.T) {
+	fx := newFixture(t, cacheKeys, cacheOpt(t))
+	fx.up.Push(llmtest.Respond(llmtest.Reply{
+		Thinking: []llm.ThinkingBlock{{Text: "first thought", Signature: "enc-A"}, {Signature: "enc-B"}, {Text: "third", Signature: "enc-C"}},
+		Text:     "answer", ToolCalls: []llm.ToolCall{{ID: "call_r", Name: "f", Arguments: `{"n":1}`}},
+		Usage:    &llm.Usage{PromptTokens: 5, CompletionTokens: 7, ReasoningTokens: 3},
+	}))
+	const body = `{"model":"openai/gpt-4.1-mini","input":"think","stream":true,"include":["reasoning.encrypted_content"],"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}]}`
+	type item struct {
+		Type             string `json:"type"`
+		ID               string `json:"id"`
+		EncryptedContent string `json:"encrypted_content"`
+		CallID           string `json:"call_id"`
+		Summary          []struct {
+			Text string `json:"text"`
+		} `json:"summary"`
+	}
+	type seen struct {
+		text, reasoning string
+		items           []item
+	}
+	var got [2]seen
+	for i, want := range []string{"miss", "hit"} {
+		a := fx.do(t, "POST", "/v1/responses", body, "Authorization", "Bearer gk-a")
+		if a.status != 200 || a.header.Get("x-chorus-cache") != want {
+			t.Fatalf("call %d: %d %q, want %s: %s", i, a.status, a.header.Get("x-chorus-cache"), want, a.body)
+		}
+		for _, e := range sseEvents(a.body) {
+			var ev struct {
+				Delta    string `json:"delta"`
+				Response struct {
+					Output []item `json:"output"`
+				} `json:"response"`
+			}
+			decode(t, []byte(e[1]), &ev)
+			switch e[0] {
+			case "response.output_text.delta":
+				got[i].text += ev.Delta
+			case "response.reasoning_summary_text.delta":
+				got[i].reasoning += ev.Delta
+			case "response.completed":
+				got[i].items = ev.Response.Output
+			}
+		}
+	}
+	if fx.up.Count() != 1 {
+		t.Fatalf("upstream %d, want 1", fx.up.Count())
+	}
+	var shape []string
+	for _, it := range got[0].items {
+		s := it.Type + ":" + it.ID + ":" + it.EncryptedContent + ":" + it.CallID
+		if len(it.Summary) > 0 {
+			s += ":" + it.Summary[0].Text
+		}
+		shape = append(shape, s)
+	}
+	want := []string{"reasoning:rs_llmtest_1_0:enc-A::first thought", "reasoning:rs_llmtest_1_1:enc-B:", "reasoning:rs_llmtest_1_2:enc-C::third"}
+	if len(shape) != 5 || !slices.Equal(shape[:3], want) || got[0].items[3].Type != "message" || got[0].items[4].CallID != "call_r" {
+		t.Fatalf("the provider's answer's output items:\n%s", strings.Join(shape, "\n"))
+	}
+	if got[0].text != "answer" || got[0].reasoning != "first thought\n\nthird" {
+		t.Fatalf("the provider's answer streamed %q, reasoning %q", got[0].text, got[0].reasoning)
+	}
+	if got[1].text != got[0].text || got[1].reasoning != got[0].reasoning || !reflect.DeepEqual(got[1].items[:3], got[0].items[:3]) ||
+		len(got[1].items) != 5 || got[1].items[3].Type != "message" || got[1].items[4].CallID != "call_r" {
+		t.Fatalf("from the cache %+v\nfrom the provider %+v", got[1], got[0])
 	}
 }
 
