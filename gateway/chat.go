@@ -77,7 +77,7 @@ func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, ks *keyState
 			h.fail(w, c.f, errorFor(err))
 			return
 		}
-		adm.end(res.Usage)
+		adm.end(charged(rep, res.Usage)) // cache.go
 		adm.k.charge(rep)
 		b, err := c.encode(res)
 		if err != nil {
@@ -109,7 +109,7 @@ func (h *Handler) relay(w http.ResponseWriter, f format, s *llm.Stream, enc stre
 		w.Header().Set(http.TrailerPrefix+"x-chorus-cost-usd", strconv.FormatFloat(rep.Cost, 'f', -1, 64))
 	}
 	if res != nil {
-		adm.end(res.Usage)
+		adm.end(charged(rep, res.Usage)) // cache.go
 	} else {
 		adm.end(llm.Usage{})
 	}
