@@ -55,8 +55,8 @@ func newPages() (*pages, error) {
 			}
 			return (time.Duration(v) * time.Second).Round(time.Second).String()
 		},
-		"f1":      func(v float64) string { return fmt.Sprintf("%.1f", v) },
-		"pct":     func(v float64) string { return fmt.Sprintf("%.1f%%", v*100) },
+		"f1":  func(v float64) string { return fmt.Sprintf("%.1f", v) },
+		"pct": func(v float64) string { return fmt.Sprintf("%.1f%%", v*100) },
 		// cachedShare is the part of a target's input read from the
 		// provider's prompt cache, "-" before any input.
 		"cachedShare": func(cached, input int64) string {
