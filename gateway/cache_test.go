@@ -364,6 +364,13 @@ func TestCacheHitChargesNothing(t *testing.T) {
 	if got := ask(body, "hit").header.Get("x-ratelimit-remaining-tokens"); got != "4" {
 		t.Fatalf("after the fan-out: %s tokens left, want 4 (7 less the other model's 3)", got)
 	}
+	// The same fan-out streamed: both models are hits now.
+	if a := ask(`{"model":"both","stream":true,"messages":[{"role":"user","content":"hi"}]}`, ""); !strings.Contains(string(a.body), "[DONE]") {
+		t.Fatalf("streamed fan-out: %s", a.body)
+	}
+	if got := ask(body, "hit").header.Get("x-ratelimit-remaining-tokens"); got != "4" {
+		t.Fatalf("after the streamed fan-out of two hits: %s tokens left, want 4", got)
+	}
 	if n := fx.up.Count(); n != 2 {
 		t.Fatalf("%d upstream calls, want 2", n)
 	}
