@@ -411,18 +411,40 @@ func decode(v []byte) (*llm.ChatResult, error) {
 	return &s.Result, nil
 }
 
+// responsesFormat is the Format of an OpenAI Responses reasoning item's
+// block (openai.ResponsesFormat): its Signature names the item it preceded,
+// no stream sends it, and its encrypted content (Data) is in the result.
+const responsesFormat = "openai-responses"
+
 // Replay emits res as a stream's events, in the order a provider streams
-// them: reasoning (each signed thinking block's text, then its signature),
-// text, refusal, each tool call (start, then its arguments), logprobs,
-// usage, finish. It stops when emit returns false. What no event carries
-// (redacted thinking, images) is in the result the stream ends with.
+// them: reasoning (each signed thinking block's text, then its signature;
+// the texts of OpenAI Responses reasoning items parted by a blank line, as
+// that format's stream parts them), text, refusal, each tool call (start,
+// then its arguments), logprobs, usage, finish. It stops when emit returns
+// false. What no event carries (redacted thinking, encrypted reasoning,
+// images) is in the result the stream ends with, which a client format's
+// encoder reads at the end.
 func Replay(res *llm.ChatResult, emit func(llm.Event) bool) bool {
 	if len(res.ThinkingBlocks) > 0 {
 		// Each signed block as a stream sends it: its text, then its
 		// signature on an empty reasoning event.
+		reasoned := false
 		for _, tb := range res.ThinkingBlocks {
 			if tb.Redacted {
 				continue // no event carries one: the Result has it
+			}
+			if tb.Format == responsesFormat {
+				if tb.Text == "" {
+					continue
+				}
+				if reasoned && !emit(llm.Event{Type: llm.EventReasoning, Text: "\n\n"}) {
+					return false
+				}
+				reasoned = true
+				if !emit(llm.Event{Type: llm.EventReasoning, Text: tb.Text}) {
+					return false
+				}
+				continue
 			}
 			if tb.Text != "" && !emit(llm.Event{Type: llm.EventReasoning, Text: tb.Text}) {
 				return false

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -352,6 +353,31 @@ func TestReplayThinking(t *testing.T) {
 	})
 	if want := "first| |sig-A second| |sig-B"; strings.Join(got, " ") != want {
 		t.Fatalf("reasoning events %q, want %q", strings.Join(got, " "), want)
+	}
+}
+
+// TestReplayResponsesReasoning: the reasoning items of an OpenAI
+// Responses answer replay as that format's stream sends them: each item's
+// summary text, a blank line between items, one without a summary sending
+// nothing, and no signature events (a Responses block's Signature names
+// the item it preceded, not a signature); their encrypted content is in
+// the result the stream ends with.
+func TestReplayResponsesReasoning(t *testing.T) {
+	res := &llm.ChatResult{Content: "done", FinishReason: llm.FinishStop, Usage: llm.Usage{CompletionTokens: 1},
+		ThinkingBlocks: []llm.ThinkingBlock{
+			{Format: "openai-responses", ID: "rs_1", Text: "first", Data: "enc-1"},
+			{Format: "openai-responses", ID: "rs_2", Data: "enc-2"},
+			{Format: "openai-responses", ID: "rs_3", Text: "third", Data: "enc-3", Signature: "message:msg_1"},
+		}}
+	var got []string
+	cache.Replay(res, func(e llm.Event) bool {
+		if e.Type == llm.EventReasoning {
+			got = append(got, e.Text+"|"+e.Signature)
+		}
+		return true
+	})
+	if want := []string{"first|", "\n\n|", "third|"}; !slices.Equal(got, want) {
+		t.Fatalf("reasoning events %q, want %q", got, want)
 	}
 }
 

@@ -20,7 +20,7 @@
 // Content-Security-Policy that allows only the console's own script: model
 // and tool content is text wherever it appears.
 //
-//	/console/credentials    every credential: fingerprint (never the key), queued, in flight, requests, 429s, retries, requests and tokens left in the window (with a chart of it), cooldown, learned fallbacks, cost; aliases, their targets and the step that serves now
+//	/console/credentials    every credential: fingerprint (never the key), queued, in flight, requests, 429s, retries, requests and tokens left in the window (with a chart of it), cooldown, learned fallbacks, cost; aliases, their strategy, their targets and the step that serves now; each routed alias's targets with their share of the calls, served, failed, error rate, latency estimate, ejection and cached input
 //	/console/batches        each job: progress, rate, ETA, tokens, cost when priced, per-model summary, bad lines
 //	/console/sessions       the sessions with their state; ?state=waiting_approval|running|failed|idle
 //	/console/sessions/{id}  one session: state, pending approvals, tool calls (effect, attempts, outcome), the journal's timeline (turns, steps, model calls with usage, approvals), live events, send a message, cancel the turn

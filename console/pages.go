@@ -55,11 +55,26 @@ func newPages() (*pages, error) {
 			}
 			return (time.Duration(v) * time.Second).Round(time.Second).String()
 		},
-		"f1":      func(v float64) string { return fmt.Sprintf("%.1f", v) },
-		"join":    strings.Join,
-		"dollars": dollars,
-		"pct":     spendPct,
-		"pathesc": url.PathEscape,
+		"f1":  func(v float64) string { return fmt.Sprintf("%.1f", v) },
+		"pct": func(v float64) string { return fmt.Sprintf("%.1f%%", v*100) },
+		// cachedShare is the part of a target's input read from the
+		// provider's prompt cache, "-" before any input.
+		"cachedShare": func(cached, input int64) string {
+			if input <= 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.1f%%", float64(cached)*100/float64(input))
+		},
+		"estimate": func(ms float64) string {
+			if ms <= 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.1f ms", ms)
+		},
+		"join":     strings.Join,
+		"dollars":  dollars,
+		"spendpct": spendPct,
+		"pathesc":  url.PathEscape,
 		"budget": func(remaining, limit int) string {
 			if remaining < 0 {
 				return "-"

@@ -10,6 +10,7 @@ import (
 
 	"github.com/chorusrt/chorus/batch"
 	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/runtime"
 	"github.com/chorusrt/chorus/session"
 	"github.com/chorusrt/chorus/store"
 )
@@ -21,7 +22,10 @@ type CredentialsView struct {
 	At          time.Time        `json:"at"`
 	Credentials []CredentialView `json:"credentials"`
 	Aliases     []AliasView      `json:"aliases"`
-	Providers   []string         `json:"providers"`
+	// Routes are the routed aliases (runtime.WithRoutedAlias): each
+	// target's share of the calls and its health.
+	Routes    []RouteView `json:"routes"`
+	Providers []string    `json:"providers"`
 	// Cache counts the runtime's response cache (runtime.WithCache);
 	// absent without one.
 	Cache *CacheView `json:"cache,omitempty"`
@@ -78,6 +82,9 @@ type CostView struct {
 type AliasView struct {
 	Name    string   `json:"name"`
 	Targets []string `json:"targets"`
+	// Strategy is a routed alias's strategy (its targets in Routes);
+	// empty for a plain alias, an ordered fallback list.
+	Strategy string `json:"strategy,omitempty"`
 	// Serving is the fallback step that serves a call now: the index in
 	// Targets of the first target whose provider has a credential not
 	// cooling down (the runtime falls back past a target whose credentials
@@ -85,6 +92,67 @@ type AliasView struct {
 	// target.
 	Serving       int    `json:"serving"`
 	ServingTarget string `json:"serving_target,omitempty"`
+}
+
+// RouteView is a routed alias: its strategy and what it knows of each
+// target (runtime.RouteStats).
+type RouteView struct {
+	Alias    string            `json:"alias"`
+	Strategy string            `json:"strategy"`
+	Targets  []RouteTargetView `json:"targets"`
+}
+
+// RouteTargetView is one target of a routed alias.
+type RouteTargetView struct {
+	Model  string  `json:"model"`
+	Weight float64 `json:"weight"`
+	// Share is the part of the alias's calls the strategy put first on
+	// it (Picked over every target's), 0 before any call.
+	Share    float64 `json:"share"`
+	Picked   int64   `json:"picked"`
+	Served   int64   `json:"served"`
+	Failed   int64   `json:"failed"`
+	InFlight int64   `json:"in_flight"`
+	// ErrorRate is the failed share of its recent calls.
+	ErrorRate float64 `json:"error_rate"`
+	// TTFTMS and PerTokenMS are fastest's estimates (0: not sampled).
+	TTFTMS     float64 `json:"ttft_ms"`
+	PerTokenMS float64 `json:"per_token_ms"`
+	// EjectedUntil is set while the target is ejected for its errors;
+	// Ejections counts its ejections.
+	EjectedUntil *time.Time `json:"ejected_until,omitempty"`
+	Ejections    int64      `json:"ejections"`
+	// InputTokens and CachedTokens add up the input of the answers it
+	// served and the part read from the provider's prompt cache.
+	InputTokens  int64 `json:"input_tokens"`
+	CachedTokens int64 `json:"cached_tokens"`
+}
+
+// routeViews are the runtime's routed aliases at now.
+func routeViews(routes []runtime.RouteStats, now time.Time) []RouteView {
+	out := make([]RouteView, 0, len(routes))
+	for _, r := range routes {
+		v := RouteView{Alias: r.Alias, Strategy: string(r.Strategy), Targets: make([]RouteTargetView, 0, len(r.Targets))}
+		var picked int64
+		for _, t := range r.Targets {
+			picked += t.Picked
+		}
+		for _, t := range r.Targets {
+			tv := RouteTargetView{Model: t.Model, Weight: t.Weight, Picked: t.Picked, Served: t.Served, Failed: t.Failed, InFlight: t.InFlight,
+				ErrorRate: t.ErrorRate, TTFTMS: float64(t.TTFT.Microseconds()) / 1000, PerTokenMS: float64(t.PerToken.Microseconds()) / 1000,
+				Ejections: t.Ejections, InputTokens: t.InputTokens, CachedTokens: t.CachedTokens}
+			if picked > 0 {
+				tv.Share = float64(t.Picked) / float64(picked)
+			}
+			if t.EjectedUntil.After(now) {
+				u := t.EjectedUntil.UTC()
+				tv.EjectedUntil = &u
+			}
+			v.Targets = append(v.Targets, tv)
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // aliasViews are the aliases, sorted by name, each with the step that
@@ -112,7 +180,7 @@ func aliasViews(aliases map[string][]string, creds []CredentialView) []AliasView
 }
 
 func (h *Handler) credentials() CredentialsView {
-	v := CredentialsView{At: h.now().UTC(), Credentials: []CredentialView{}, Aliases: []AliasView{}, Providers: []string{}}
+	v := CredentialsView{At: h.now().UTC(), Credentials: []CredentialView{}, Aliases: []AliasView{}, Routes: []RouteView{}, Providers: []string{}}
 	if h.rt == nil {
 		return v
 	}
@@ -134,6 +202,14 @@ func (h *Handler) credentials() CredentialsView {
 		v.Credentials = append(v.Credentials, c)
 	}
 	v.Aliases = aliasViews(h.rt.Aliases(), v.Credentials)
+	v.Routes = routeViews(h.rt.Routes(), now)
+	for i := range v.Aliases {
+		for _, r := range v.Routes {
+			if r.Alias == v.Aliases[i].Name {
+				v.Aliases[i].Strategy = r.Strategy
+			}
+		}
+	}
 	v.Providers = append(v.Providers, h.rt.Providers()...)
 	if st, ok := h.rt.CacheStats(); ok {
 		v.Cache = &CacheView{Hits: st.Hits, Misses: st.Misses, Coalesced: st.Coalesced, Stored: st.Stored, Skipped: st.Skipped, Errors: st.Errors}

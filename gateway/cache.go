@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/chorusrt/chorus/cache"
+	"github.com/chorusrt/chorus/llm"
 	"github.com/chorusrt/chorus/runtime"
 )
 
@@ -43,4 +44,14 @@ func cacheHeader(hd http.Header, rep *runtime.CallReport) {
 	if rep.Cache != "" {
 		hd[hdrCache] = []string{rep.Cache}
 	}
+}
+
+// charged is the usage a call charges to its key's tokens per minute: its
+// answer's, or none when the cache answered it (a hit used no provider
+// tokens; its cost, zero, is what it charges to the key's budget).
+func charged(rep *runtime.CallReport, u llm.Usage) llm.Usage {
+	if rep != nil && rep.Cache == "hit" {
+		return llm.Usage{}
+	}
+	return u
 }

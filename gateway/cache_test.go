@@ -2,6 +2,8 @@ package gateway_test
 
 import (
 	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -237,6 +239,140 @@ func TestCacheGeminiStream(t *testing.T) {
 	}
 	if got[0] != got[1] || got[0].text != "un deux" || got[0].call == "" || got[0].usage[2] != 11 || fx.up.Count() != 1 {
 		t.Fatalf("from the provider %+v, from the cache %+v, upstream %d", got[0], got[1], fx.up.Count())
+	}
+}
+
+// TestCacheResponsesEncryptedReasoning: a streamed Responses request
+// answered from the cache ends with the reasoning items the provider's
+// answer had (invariant 7): one per item, with its id, summary and
+// encrypted_content, before the item it preceded, as the answer from the
+// provider does; the streamed text and reasoning are the provider's too.
+// The provider's answer has three reasoning items, the second without a
+// summary (it streams nothing), then a message and a function call.
+func TestCacheResponsesEncryptedReasoning(t *testing.T) {
+	fx := newFixture(t, cacheKeys, cacheOpt(t))
+	fx.up.Push(llmtest.Respond(llmtest.Reply{
+		Thinking: []llm.ThinkingBlock{{Text: "first thought", Signature: "enc-A"}, {Signature: "enc-B"}, {Text: "third", Signature: "enc-C"}},
+		Text:     "answer", ToolCalls: []llm.ToolCall{{ID: "call_r", Name: "f", Arguments: `{"n":1}`}},
+		Usage: &llm.Usage{PromptTokens: 5, CompletionTokens: 7, ReasoningTokens: 3},
+	}))
+	const body = `{"model":"openai/gpt-4.1-mini","input":"think","stream":true,"include":["reasoning.encrypted_content"],"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}]}`
+	type item struct {
+		Type             string `json:"type"`
+		ID               string `json:"id"`
+		EncryptedContent string `json:"encrypted_content"`
+		CallID           string `json:"call_id"`
+		Summary          []struct {
+			Text string `json:"text"`
+		} `json:"summary"`
+	}
+	type seen struct {
+		text, reasoning string
+		items           []item
+	}
+	var got [2]seen
+	for i, want := range []string{"miss", "hit"} {
+		a := fx.do(t, "POST", "/v1/responses", body, "Authorization", "Bearer gk-a")
+		if a.status != 200 || a.header.Get("x-chorus-cache") != want {
+			t.Fatalf("call %d: %d %q, want %s: %s", i, a.status, a.header.Get("x-chorus-cache"), want, a.body)
+		}
+		for _, e := range sseEvents(a.body) {
+			var ev struct {
+				Delta    string `json:"delta"`
+				Response struct {
+					Output []item `json:"output"`
+				} `json:"response"`
+			}
+			decode(t, []byte(e[1]), &ev)
+			switch e[0] {
+			case "response.output_text.delta":
+				got[i].text += ev.Delta
+			case "response.reasoning_summary_text.delta":
+				got[i].reasoning += ev.Delta
+			case "response.completed":
+				got[i].items = ev.Response.Output
+			}
+		}
+	}
+	if fx.up.Count() != 1 {
+		t.Fatalf("upstream %d, want 1", fx.up.Count())
+	}
+	var shape []string
+	for _, it := range got[0].items {
+		s := it.Type + ":" + it.ID + ":" + it.EncryptedContent + ":" + it.CallID
+		if len(it.Summary) > 0 {
+			s += ":" + it.Summary[0].Text
+		}
+		shape = append(shape, s)
+	}
+	want := []string{"reasoning:rs_llmtest_1_0:enc-A::first thought", "reasoning:rs_llmtest_1_1:enc-B:", "reasoning:rs_llmtest_1_2:enc-C::third"}
+	if len(shape) != 5 || !slices.Equal(shape[:3], want) || got[0].items[3].Type != "message" || got[0].items[4].CallID != "call_r" {
+		t.Fatalf("the provider's answer's output items:\n%s", strings.Join(shape, "\n"))
+	}
+	if got[0].text != "answer" || got[0].reasoning != "first thought\n\nthird" {
+		t.Fatalf("the provider's answer streamed %q, reasoning %q", got[0].text, got[0].reasoning)
+	}
+	if got[1].text != got[0].text || got[1].reasoning != got[0].reasoning || !reflect.DeepEqual(got[1].items[:3], got[0].items[:3]) ||
+		len(got[1].items) != 5 || got[1].items[3].Type != "message" || got[1].items[4].CallID != "call_r" {
+		t.Fatalf("from the cache %+v\nfrom the provider %+v", got[1], got[0])
+	}
+}
+
+// TestCacheHitChargesNothing: a call the cache answered used no provider
+// tokens and cost nothing: it charges none of its key's tokens per minute
+// and nothing of its budget, buffered, streamed or in a fan-out. Each
+// answer is 13 tokens and $0.006 against a key of 20 tokens a minute and a
+// $0.01 budget: charged as a call, the second hit would already be
+// refused.
+func TestCacheHitChargesNothing(t *testing.T) {
+	opts := gateway.Options{Keys: []gateway.Key{{Name: "a", SHA256: gateway.HashKey("gk-a"), TPM: 20, BudgetUSD: 0.01}},
+		FanOut: map[string][]string{"both": {"openai/gpt-4.1-mini", "openai/gpt-4.1"}}}
+	// 9 prompt and 4 completion tokens at $400 and $600 per million.
+	fx := newFixture(t, opts, cacheOpt(t), runtime.WithPrices(llm.Prices{"openai/gpt-4.1-mini": {Input: 400, Output: 600}, "openai/gpt-4.1": {Input: 400, Output: 600}}))
+	usage := &llm.Usage{PromptTokens: 9, CompletionTokens: 4}
+	const body = `{"model":"openai/gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`
+	streamed := strings.Replace(body, `"messages"`, `"stream":true,"stream_options":{"include_usage":true},"messages"`, 1)
+	ask := func(b, want string) answer {
+		t.Helper()
+		a := fx.do(t, "POST", "/v1/chat/completions", b, "Authorization", "Bearer gk-a")
+		if a.status != 200 || a.header.Get("x-chorus-cache") != want {
+			t.Fatalf("%s: %d %q, want %s: %s", b, a.status, a.header.Get("x-chorus-cache"), want, a.body)
+		}
+		return a
+	}
+	fx.up.Push(llmtest.Step{Reply: &llmtest.Reply{Text: "once", Usage: usage}})
+	if c := ask(body, "miss").header.Get("x-chorus-cost-usd"); c != "0.006" {
+		t.Fatalf("the miss costs %q, want 0.006", c)
+	}
+	for i := range 5 {
+		a := ask(body, "hit")
+		if got := a.header.Get("x-ratelimit-remaining-tokens"); got != "7" {
+			t.Fatalf("buffered hit %d: %s tokens left, want 7 (20 less the miss's 13)", i, got)
+		}
+	}
+	for i := range 5 {
+		a := ask(streamed, "hit")
+		if got := a.header.Get("x-ratelimit-remaining-tokens"); got != "7" || !strings.Contains(string(a.body), `"completion_tokens":4`) {
+			t.Fatalf("streamed hit %d: %s tokens left, want 7: %s", i, got, a.body)
+		}
+	}
+	// A fan-out whose one model is a hit charges the other's tokens only.
+	fx.up.Push(llmtest.Step{Reply: &llmtest.Reply{Text: "other", Usage: &llm.Usage{PromptTokens: 2, CompletionTokens: 1}}})
+	if a := ask(`{"model":"both","messages":[{"role":"user","content":"hi"}]}`, ""); a.header.Get("x-ratelimit-remaining-tokens") != "7" {
+		t.Fatalf("fan-out: %s tokens left, want 7", a.header.Get("x-ratelimit-remaining-tokens"))
+	}
+	if got := ask(body, "hit").header.Get("x-ratelimit-remaining-tokens"); got != "4" {
+		t.Fatalf("after the fan-out: %s tokens left, want 4 (7 less the other model's 3)", got)
+	}
+	// The same fan-out streamed: both models are hits now.
+	if a := ask(`{"model":"both","stream":true,"messages":[{"role":"user","content":"hi"}]}`, ""); !strings.Contains(string(a.body), "[DONE]") {
+		t.Fatalf("streamed fan-out: %s", a.body)
+	}
+	if got := ask(body, "hit").header.Get("x-ratelimit-remaining-tokens"); got != "4" {
+		t.Fatalf("after the streamed fan-out of two hits: %s tokens left, want 4", got)
+	}
+	if n := fx.up.Count(); n != 2 {
+		t.Fatalf("%d upstream calls, want 2", n)
 	}
 }
 

@@ -80,7 +80,7 @@ func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request, ks *keyState
 			h.fail(w, c.f, errorFor(err))
 			return
 		}
-		adm.done(res.Usage, rep)
+		adm.done(charged(rep, res.Usage), rep) // cache.go
 		b, err := c.encode(res)
 		if err != nil {
 			h.fail(w, c.f, errorFor(err))
@@ -111,7 +111,7 @@ func (h *Handler) relay(w http.ResponseWriter, f format, s *llm.Stream, enc stre
 		w.Header().Set(http.TrailerPrefix+"x-chorus-cost-usd", strconv.FormatFloat(rep.Cost, 'f', -1, 64))
 	}
 	if res != nil {
-		adm.done(res.Usage, rep)
+		adm.done(charged(rep, res.Usage), rep) // cache.go
 	} else {
 		adm.done(llm.Usage{}, rep)
 	}

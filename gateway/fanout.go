@@ -107,7 +107,7 @@ func (h *Handler) serveFanOut(w http.ResponseWriter, r *http.Request, ks *keySta
 				}
 				continue
 			}
-			usage = usage.Add(results[i].Usage)
+			usage = usage.Add(charged(reps[i], results[i].Usage)) // cache.go
 		}
 		if len(failed) > 0 {
 			w.Header().Set(hdrFanOutFailed, strings.Join(failed, ","))
@@ -135,8 +135,9 @@ type fanItem struct {
 }
 
 // fanOutStream streams the fan-out's models as the choices of one answer
-// and returns the usage of those that completed. Each model's record (lcs)
-// ends with its stream.
+// and returns the usage it charges to the key: that of those that
+// completed, but for the ones the cache answered (cache.go). Each model's
+// record (lcs) ends with its stream.
 func (h *Handler) fanOutStream(w http.ResponseWriter, r *http.Request, sc *openai.ServerChat, name string, created int64, reqs []*llm.ChatRequest, reps []*runtime.CallReport, lcs []logCall) llm.Usage {
 	const f = formatOpenAI
 	ctx, cancel := context.WithCancel(r.Context())
@@ -199,7 +200,7 @@ func (h *Handler) fanOutStream(w http.ResponseWriter, r *http.Request, sc *opena
 			}
 		})
 	}
-	var usage llm.Usage
+	var usage, charge llm.Usage // the answer's; what the key is charged
 	started := false
 	begun := make([]bool, len(reqs)) // a choice has had a chunk
 	sentFailed := len(failed)        // failures the headers named
@@ -221,7 +222,7 @@ func (h *Handler) fanOutStream(w http.ResponseWriter, r *http.Request, sc *opena
 		select {
 		case it = <-items:
 		case <-ctx.Done():
-			return usage // the client left
+			return charge // the client left
 		}
 		if it.done {
 			live--
@@ -237,13 +238,13 @@ func (h *Handler) fanOutStream(w http.ResponseWriter, r *http.Request, sc *opena
 				if live == 0 && len(failed) == len(reqs) {
 					w.Header().Set(hdrFanOutFailed, strings.Join(failed, ","))
 					h.fail(w, f, errorFor(first))
-					return usage
+					return charge
 				}
 				continue
 			case err != nil:
 				buf = encs[it.i].Error(buf, errorFor(err).Status, errorFor(err).Message)
 				write()
-				return usage
+				return charge
 			}
 			var u llm.Usage
 			if !started {
@@ -252,6 +253,7 @@ func (h *Handler) fanOutStream(w http.ResponseWriter, r *http.Request, sc *opena
 			}
 			buf, u = encs[it.i].EndChoice(buf, res)
 			usage = usage.Add(u)
+			charge = charge.Add(charged(reps[it.i], u))
 		} else {
 			if !started {
 				h.startFanOutStream(w, failed)
@@ -263,7 +265,7 @@ func (h *Handler) fanOutStream(w http.ResponseWriter, r *http.Request, sc *opena
 		}
 		if len(items) == 0 || len(buf) >= 64<<10 {
 			if !write() {
-				return usage
+				return charge
 			}
 		}
 	}
@@ -281,7 +283,7 @@ func (h *Handler) fanOutStream(w http.ResponseWriter, r *http.Request, sc *opena
 		}
 	}
 	write()
-	return usage
+	return charge
 }
 
 // startFanOutStream sends a fan-out stream's headers.

@@ -874,9 +874,45 @@ func (s *ServerResponsesStream) End(dst []byte, res *llm.ChatResult) []byte {
 		dst = s.emit(dst, &rsEvent{Type: "response.output_item.done", OutputIndex: intp(it.index), Item: done})
 	}
 	fin, usage := s.held.Final(res)
+	output := s.output
 	if res != nil {
-		// Encrypted reasoning arrives whole with its item: the final
-		// response carries it on the reasoning items, in order.
+		output = s.finalOutput(res)
+	}
+	status, inc := finishStatus(fin, s.refused)
+	o := s.sr.object(s.id, s.model, s.created, status, output)
+	o.IncompleteDetails, o.Usage = inc, responsesUsageOf(usage)
+	typ := "response.completed"
+	if status == "incomplete" {
+		typ = "response.incomplete"
+	}
+	return s.emit(dst, &rsEvent{Type: typ, Response: o})
+}
+
+// finalOutput is the output of the final response. Encrypted reasoning
+// arrives whole with its item, after its summary streamed: the final
+// response carries it on the reasoning items. When each thinking block
+// streamed as a reasoning item of its own, the blocks fill those items in
+// order. When they did not (a block without summary text streams nothing;
+// consecutive blocks stream as one item, their texts joined by a blank
+// line, as the client codec's Reasoning joins them; a cache's replay is
+// the same events), the final output has one reasoning item per block, as
+// the upstream had, each before the message or function call it preceded
+// (ThinkingBlock.Signature of a Responses block), then the rest in order:
+// what a client that replays the output statelessly needs, though the
+// streamed events' output indices then differ from the final response's.
+func (s *ServerResponsesStream) finalOutput(res *llm.ChatResult) []any {
+	streamed, carried := 0, false
+	for _, o := range s.output {
+		if _, ok := o.(serverReasoningItem); ok {
+			streamed++
+		}
+	}
+	for i := range res.ThinkingBlocks {
+		if tb := &res.ThinkingBlocks[i]; tb.Format == ResponsesFormat && (tb.Data != "" || tb.ID != "") {
+			carried = true
+		}
+	}
+	if streamed == len(res.ThinkingBlocks) || !carried {
 		r := 0
 		for i, o := range s.output {
 			if ri, ok := o.(serverReasoningItem); ok && r < len(res.ThinkingBlocks) {
@@ -892,15 +928,53 @@ func (s *ServerResponsesStream) End(dst []byte, res *llm.ChatResult) []byte {
 				r++
 			}
 		}
+		return s.output
 	}
-	status, inc := finishStatus(fin, s.refused)
-	o := s.sr.object(s.id, s.model, s.created, status, s.output)
-	o.IncompleteDetails, o.Usage = inc, responsesUsageOf(usage)
-	typ := "response.completed"
-	if status == "incomplete" {
-		typ = "response.incomplete"
+	// followed is the key a block's Signature names the item after it by.
+	followed := func(o any) string {
+		switch it := o.(type) {
+		case serverMessageItem:
+			return followsMessage
+		case serverFunctionCallItem:
+			return followsFunctionCall + ":" + it.CallID
+		}
+		return ""
 	}
-	return s.emit(dst, &rsEvent{Type: typ, Response: o})
+	var rest []any
+	for _, o := range s.output {
+		if _, ok := o.(serverReasoningItem); !ok {
+			rest = append(rest, o)
+		}
+	}
+	out := make([]any, 0, len(rest)+len(res.ThinkingBlocks))
+	next, b := 0, 0 // rest[next:] and res.ThinkingBlocks[b:] are still to place
+	for i := range res.ThinkingBlocks {
+		tb := &res.ThinkingBlocks[i]
+		if tb.Format != ResponsesFormat || tb.Signature == "" {
+			continue // foreign, or followed by reasoning: placed with a later block
+		}
+		kind, _, _ := strings.Cut(tb.Signature, ":")
+		at := -1
+		for j := next; j < len(rest); j++ {
+			if f := followed(rest[j]); f == tb.Signature || (kind == followsMessage && f == followsMessage) {
+				at = j
+				break
+			}
+		}
+		if at < 0 {
+			continue // the item it preceded is not in this answer
+		}
+		out = append(out, rest[next:at]...)
+		for ; b <= i; b++ {
+			out = append(out, reasoningItemOf(&res.ThinkingBlocks[b], "rs_"+s.suffix+"_"+strconv.Itoa(b)))
+		}
+		next = at
+	}
+	out = append(out, rest[next:]...)
+	for ; b < len(res.ThinkingBlocks); b++ {
+		out = append(out, reasoningItemOf(&res.ThinkingBlocks[b], "rs_"+s.suffix+"_"+strconv.Itoa(b)))
+	}
+	return out
 }
 
 // Error appends an in-band error event (event: error, data {type:"error",

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -234,4 +235,68 @@ func TestServerStreamsEndWithHeldFinishAndUsage(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The final response of a stream has one reasoning item per Responses
+// thinking block, each with its id and encrypted_content, before the item
+// it preceded, even when the blocks did not stream one item each (here
+// the second has no summary, so streamed nothing).
+func TestServerResponsesStreamReasoningItems(t *testing.T) {
+	sr, err := DecodeServerResponses([]byte(`{"model":"m","input":"hi","stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := []llm.Event{
+		{Type: llm.EventReasoning, Text: "a"},
+		{Type: llm.EventToolCallStart, ToolIndex: 0, ToolCallID: "c1", ToolName: "f", Text: `{}`},
+		{Type: llm.EventToolCallStart, ToolIndex: 1, ToolCallID: "c2", ToolName: "g", Text: `{}`},
+	}
+	s := sr.NewServerResponsesStream("resp_s", "m", 1700000000)
+	var body []byte
+	for i := range evs {
+		body = s.Event(body, &evs[i])
+	}
+	body = s.End(body, &llm.ChatResult{FinishReason: llm.FinishToolCalls, ToolCalls: []llm.ToolCall{{ID: "c1", Name: "f", Arguments: "{}"}, {ID: "c2", Name: "g", Arguments: "{}"}},
+		ThinkingBlocks: []llm.ThinkingBlock{
+			{Format: ResponsesFormat, ID: "rs_A", Text: "a", Data: "enc-A", Signature: "function_call:c1"},
+			{Format: ResponsesFormat, ID: "rs_B", Data: "enc-B", Signature: "function_call:c2"},
+		}})
+	last := body[bytes.LastIndex(body, []byte("data: "))+len("data: "):]
+	var done struct {
+		Response struct {
+			Output []struct {
+				Type, ID         string
+				CallID           string `json:"call_id"`
+				EncryptedContent string `json:"encrypted_content"`
+			}
+		}
+	}
+	if err := json.Unmarshal(last, &done); err != nil {
+		t.Fatalf("%v: %s", err, last)
+	}
+	var got []string
+	for _, o := range done.Response.Output {
+		got = append(got, o.Type+":"+o.ID+o.CallID+":"+o.EncryptedContent)
+	}
+	want := "reasoning:rs_A:enc-A function_call:fc_c1c1: reasoning:rs_B:enc-B function_call:fc_c2c2:"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("final output %q, want %q\n%s", strings.Join(got, " "), want, body)
+	}
+	// The client codec reads both blocks back, each before its call.
+	res, err := ResponsesCodec{}.ParseChat(mustField(t, last, "response"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.ThinkingBlocks) != 2 || res.ThinkingBlocks[1].Data != "enc-B" || res.ThinkingBlocks[1].Signature != "function_call:c2" {
+		t.Fatalf("parsed blocks %+v", res.ThinkingBlocks)
+	}
+}
+
+func mustField(t *testing.T, b []byte, name string) []byte {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m[name]
 }

@@ -7,5 +7,9 @@
 //	cd bench && go run ./cmd/benchrun -out RESULTS.md
 //
 // -quick shrinks every scenario for a smoke run (about two minutes);
-// -only picks scenarios (decode,e2e,concurrent,fanout,ratelimit,batch).
+// -only picks scenarios (decode, e2e, concurrent, fanout, ratelimit,
+// batch, tls, gateway, inproc, frameworks, route, cache, soak); -from
+// a.json,b.json renders one report from several -json dumps, each
+// scenario from the last that measured it. route and cache run the root
+// module's own Go benchmarks (gobench.go).
 package main

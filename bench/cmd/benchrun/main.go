@@ -109,10 +109,11 @@ type runner struct {
 	machine sysinfo.Machine
 	quick   bool
 	total   time.Duration
-	clients []string  // labels to run; all when empty
-	date    time.Time // when the measurements ended
-	flags   []string  // figures where Chorus beat its floor (report)
-	loadEnd string    // load average when the measurements ended
+	clients []string             // labels to run; all when empty
+	date    time.Time            // when the measurements ended
+	flags   []string             // figures where Chorus beat its floor (report)
+	loadEnd string               // load average when the measurements ended
+	dates   map[string]time.Time // when each scenario was measured, where not date (merged dumps)
 }
 
 // dump is everything a report is made of, written with -json and read
@@ -127,6 +128,61 @@ type dump struct {
 	LoadEnd string                   `json:"load_end,omitempty"`
 	Rows    []Row                    `json:"rows"`
 	Soak    *soak.Report             `json:"soak,omitempty"`
+	// Dates are when each scenario was measured, where it differs from
+	// Date (a report merged from several dumps: -from a,b).
+	Dates map[string]time.Time `json:"dates,omitempty"`
+}
+
+// scenarios are the scenarios with rows in d, and "soak" when it has one.
+func (d *dump) scenarios() []string {
+	var out []string
+	for _, row := range d.Rows {
+		if !slices.Contains(out, row.Scenario) {
+			out = append(out, row.Scenario)
+		}
+	}
+	if d.Soak != nil {
+		out = append(out, "soak")
+	}
+	return out
+}
+
+// merge renders one report from several dumps (-from a.json,b.json): each
+// scenario's measurements, and the soak, come from the last dump that has
+// them, so that a run of a few scenarios (-only) replaces theirs in the
+// full run's dump and keeps the rest. Sizes, machine and load averages
+// come from the first dump, -quick from any; Date is the latest, Dates
+// when each scenario was measured.
+func merge(ds []dump) dump {
+	out := ds[0]
+	out.Timing, out.Dates = map[string]time.Duration{}, map[string]time.Time{}
+	out.Rows, out.Soak = nil, nil
+	for _, d := range ds {
+		scns := d.scenarios()
+		out.Rows = slices.DeleteFunc(out.Rows, func(row Row) bool { return slices.Contains(scns, row.Scenario) })
+		out.Rows = append(out.Rows, d.Rows...)
+		if d.Soak != nil {
+			out.Soak = d.Soak
+		}
+		for _, scn := range scns {
+			out.Dates[scn] = d.Date
+			if t, ok := d.Dates[scn]; ok {
+				out.Dates[scn] = t
+			}
+		}
+		for step, t := range d.Timing { // by step ("tls"), not by row scenario ("tls-e2e")
+			out.Timing[step] = t
+		}
+		out.Quick = out.Quick || d.Quick
+		if d.Date.After(out.Date) {
+			out.Date = d.Date // the load averages stay the first run's
+		}
+	}
+	out.Total = 0
+	for _, t := range out.Timing {
+		out.Total += t
+	}
+	return out
 }
 
 func main() {
@@ -138,7 +194,7 @@ func main() {
 	quick := flag.Bool("quick", false, "small sizes for a smoke run")
 	only := flag.String("only", "", "comma-separated scenarios to run (default all)")
 	soakDur := flag.Duration("soak", -1, "soak duration (0 skips the soak; default 45s, 10s with -quick)")
-	from := flag.String("from", "", "render the report from a -json dump instead of measuring")
+	from := flag.String("from", "", "render the report from a -json dump instead of measuring; a,b merges dumps, each scenario from the last that has it")
 	runs := flag.Int("runs", 0, "runs per macro figure (default 3, 1 with -quick)")
 	only2 := flag.String("clients", "", "comma-separated client labels to run, e.g. 'chorus,genai (gemini)' (default all)")
 	flag.Parse()
@@ -155,15 +211,29 @@ func main() {
 		return
 	}
 	if *from != "" {
-		b, err := os.ReadFile(*from)
-		if err != nil {
-			fatal(err)
+		var ds []dump
+		for _, f := range strings.Split(*from, ",") {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				fatal(err)
+			}
+			var d dump
+			if err := json.Unmarshal(b, &d); err != nil {
+				fatal(fmt.Errorf("%s: %w", f, err))
+			}
+			ds = append(ds, d)
 		}
-		var d dump
-		if err := json.Unmarshal(b, &d); err != nil {
-			fatal(err)
+		d := ds[0]
+		if len(ds) > 1 {
+			d = merge(ds)
 		}
-		r := &runner{p: d.Params, rows: d.Rows, timing: d.Timing, machine: d.Machine, quick: d.Quick, total: d.Total, date: d.Date, loadEnd: d.LoadEnd, log: os.Stderr}
+		if *jsonOut != "" {
+			b, _ := json.MarshalIndent(d, "", "  ")
+			if err := os.WriteFile(*jsonOut, b, 0o644); err != nil {
+				fatal(err)
+			}
+		}
+		r := &runner{p: d.Params, rows: d.Rows, timing: d.Timing, machine: d.Machine, quick: d.Quick, total: d.Total, date: d.Date, loadEnd: d.LoadEnd, dates: d.Dates, log: os.Stderr}
 		r.write(*out, *pngOut, d.Soak)
 		return
 	}
@@ -201,6 +271,7 @@ func main() {
 		{"decode", r.decode}, {"e2e", r.endToEnd}, {"concurrent", r.concurrent},
 		{"fanout", r.fanout}, {"ratelimit", r.rateLimit}, {"batch", r.batch},
 		{"tls", r.tls}, {"gateway", r.gateway}, {"gatewaylog", r.gatewayLog}, {"inproc", r.inproc}, {"frameworks", r.frameworks},
+		{"route", r.route}, {"cache", r.cache}, // gobench.go
 	}
 	for _, s := range steps {
 		if want(s.name) {

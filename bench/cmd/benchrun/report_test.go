@@ -88,3 +88,91 @@ func TestFrameworksSection(t *testing.T) {
 		}
 	}
 }
+
+// TestParseGoBench reads `go test -bench -benchmem -count N` output: one
+// row per benchmark, its name without "Benchmark" and the GOMAXPROCS
+// suffix, the median of its runs.
+func TestParseGoBench(t *testing.T) {
+	out := []byte(`goos: linux
+goarch: amd64
+pkg: github.com/chorusrt/chorus/runtime
+BenchmarkRoute/list-2         	 9000000	       120.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkRoute/list-2         	 9000000	       100.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkRoute/list-2         	 9000000	       110.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkRoute/cache_affinity/keyed-2 	  500000	      2400 ns/op	      64 B/op	       2 allocs/op
+BenchmarkCacheHitMemory       	  300000	      3600 ns/op	    2100 B/op	      17 allocs/op
+PASS
+ok  	github.com/chorusrt/chorus/runtime	12.3s
+`)
+	rows := parseGoBench(out)
+	if len(rows) != 3 {
+		t.Fatalf("rows %+v", rows)
+	}
+	if rows[0].Client != "Route/list" || rows[0].Runs != 3 || rows[0].Values["ns_per_op"] != 110 {
+		t.Errorf("first row %+v", rows[0])
+	}
+	if rows[1].Client != "Route/cache_affinity/keyed" || rows[1].Values["allocs_per_op"] != 2 || rows[1].Values["bytes_per_op"] != 64 {
+		t.Errorf("second row %+v", rows[1])
+	}
+	if rows[2].Client != "CacheHitMemory" || rows[2].Values["ns_per_op"] != 3600 {
+		t.Errorf("third row %+v", rows[2])
+	}
+}
+
+// TestRouteAndCacheSections checks issue 34's and 33's sections from
+// made-up rows: each strategy against the fallback list, each cache
+// figure with what a miss adds, and a run that failed says so.
+func TestRouteAndCacheSections(t *testing.T) {
+	r := &runner{p: fullParams(), timing: map[string]time.Duration{}}
+	gb := func(scn, name string, ns, allocs, bytes float64) Row {
+		return row(scn, "runtime", name, corpus.OpenAI, map[string]float64{"ns_per_op": ns, "allocs_per_op": allocs, "bytes_per_op": bytes})
+	}
+	r.rows = []Row{
+		gb("route", "Route/list", 100, 0, 0),
+		gb("route", "Route/weighted", 150, 0, 0),
+		gb("cache", "CacheHitMemory", 3600, 17, 2100),
+		gb("cache", "CacheMissNone", 9000, 60, 6000),
+		gb("cache", "CacheMissMemory", 14000, 90, 9000),
+		{Scenario: "cache", Group: "cache", Client: "^Benchmark(Key|GetMemory|GetSQLite)$", Format: corpus.OpenAI, Err: "go test: exit status 1"},
+	}
+	md := r.report("ratios.png")
+	for _, want := range []string{
+		"## 12. Choosing a target per call, per routing strategy",
+		"| `weighted`: targets drawn in proportion to weights 3, 2, 1 | 150 | 0 | 0 | 1.50× (+50 ns) |",
+		"| `fastest`: power of two choices over the peak-EWMA estimates | not measured |",
+		"## 13. Response cache: a hit, and what the cache adds to a miss",
+		"| `BenchmarkCacheHitMemory` | a `Chat` answered from the in-memory cache (`runtime`) | 3.60 | 17 | 2100 |",
+		"a hit from memory takes 3.60 µs, 0.40× the provider's answer without a cache",
+		"a miss with the memory store adds 5.00 µs and 30 allocations to the call",
+		"could not run: go test: exit status 1",
+		"| response cache: what a hit costs (memory, SQLite), and what the cache adds to a miss (scenario 13) | not measured | — |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md[strings.Index(md, "## 12."):])
+		}
+	}
+}
+
+// TestMerge: a report from several dumps takes each scenario, and the
+// soak, from the last dump that measured it, and says when the others
+// were measured.
+func TestMerge(t *testing.T) {
+	full := dump{Params: fullParams(), Date: time.Date(2026, 12, 3, 5, 56, 0, 0, time.UTC), LoadEnd: "3.0 2.0 1.0",
+		Timing: map[string]time.Duration{"decode": 13 * time.Second, "frameworks": time.Second},
+		Rows: []Row{row("decode", "openai", "chorus", corpus.OpenAI, map[string]float64{"ns_per_delta": 400}),
+			row("frameworks", "decode", "eino", corpus.OpenAI, map[string]float64{"ns_per_delta": 1})}}
+	part := dump{Params: quickParams(), Date: time.Date(2026, 12, 4, 21, 30, 0, 0, time.UTC), LoadEnd: "1.0 1.0 1.0",
+		Timing: map[string]time.Duration{"frameworks": 7 * time.Second},
+		Rows:   []Row{row("frameworks", "decode", "eino", corpus.OpenAI, map[string]float64{"ns_per_delta": 9000})}}
+	m := merge([]dump{full, part})
+	if len(m.Rows) != 2 || m.Rows[1].Values["ns_per_delta"] != 9000 || m.Rows[0].Scenario != "decode" {
+		t.Fatalf("rows %+v", m.Rows)
+	}
+	if !m.Date.Equal(part.Date) || m.LoadEnd != full.LoadEnd || m.Params.DecodeDeltas != full.Params.DecodeDeltas || m.Timing["frameworks"] != 7*time.Second || m.Total != 20*time.Second {
+		t.Fatalf("merged %+v", m)
+	}
+	r := &runner{p: m.Params, rows: m.Rows, timing: m.Timing, date: m.Date, dates: m.Dates}
+	if md := r.report("ratios.png"); !strings.Contains(md, "decode measured on 2026-12-03 05:56 UTC") || strings.Contains(md, "frameworks measured on") {
+		t.Errorf("the report does not say when decode was measured:\n%s", md[:800])
+	}
+}

@@ -146,10 +146,31 @@
     const ab = document.querySelector("#aliases tbody");
     if (ab) {
       clear(ab);
-      if (!v.aliases.length) ab.appendChild(row(["No aliases.", "", ""]));
+      if (!v.aliases.length) ab.appendChild(row(["No aliases.", "", "", ""]));
       for (const a of v.aliases) {
-        const serving = a.serving >= 0 ? a.serving_target + " (step " + a.serving + ")" : "none: every target cools down";
-        ab.appendChild(row([a.name, a.targets.join(" → "), { text: serving, cls: "serving" }]));
+        const serving = a.strategy ? "chosen per call by its strategy (below)" : a.serving >= 0 ? a.serving_target + " (step " + a.serving + ")" : "none: every target cools down";
+        const tr = row([a.name, a.strategy || "fallback list", a.targets.join(" → "), { text: serving, cls: "serving" }]);
+        tr.dataset.alias = a.name;
+        ab.appendChild(tr);
+      }
+    }
+    const rb = document.querySelector("#routes tbody");
+    if (rb && v.routes) {
+      clear(rb);
+      const pct = (x) => (x * 100).toFixed(1) + "%";
+      if (!v.routes.length) rb.appendChild(row(["No routed aliases."]));
+      for (const r of v.routes) {
+        for (const t of r.targets) {
+          let health = t.ejected_until ? "ejected until " + t.ejected_until.replace(/\.\d+Z$/, "Z") : "healthy";
+          if (t.ejections) health += " (ejections: " + t.ejections + ")";
+          const tr = row([r.alias, r.strategy, t.model, num(t.weight), { text: pct(t.share), cls: "num share" }, num(t.served), num(t.failed),
+            num(t.in_flight), num(pct(t.error_rate)), num(t.ttft_ms > 0 ? t.ttft_ms.toFixed(1) + " ms" : "-"), { text: health, cls: "health" },
+            num(t.input_tokens > 0 ? (t.cached_tokens * 100 / t.input_tokens).toFixed(1) + "%" : "-")]);
+          tr.dataset.alias = r.alias;
+          tr.dataset.target = t.model;
+          if (t.ejected_until) tr.className = "ejected";
+          rb.appendChild(tr);
+        }
       }
     }
   }
