@@ -270,7 +270,7 @@ func main() {
 	}{
 		{"decode", r.decode}, {"e2e", r.endToEnd}, {"concurrent", r.concurrent},
 		{"fanout", r.fanout}, {"ratelimit", r.rateLimit}, {"batch", r.batch},
-		{"tls", r.tls}, {"gateway", r.gateway}, {"gatewaylog", r.gatewayLog}, {"inproc", r.inproc}, {"frameworks", r.frameworks},
+		{"tls", r.tls}, {"gateway", r.gateway}, {"gatewaylog", r.gatewayLog}, {"gatewayfleet", r.gatewayFleet}, {"inproc", r.inproc}, {"frameworks", r.frameworks},
 		{"route", r.route}, {"cache", r.cache}, // gobench.go
 	}
 	for _, s := range steps {

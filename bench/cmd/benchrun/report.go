@@ -366,6 +366,7 @@ func (r *runner) report(pngName string) string {
 	r.sectionGatewayLog(&b)
 	r.sectionRoute(&b) // gobench.go
 	r.sectionCache(&b)
+	r.sectionGatewayFleet(&b) // fleet.go
 	r.floorCheck(&b)
 	return b.String()
 }
@@ -467,6 +468,7 @@ func (r *runner) targets(b *strings.Builder) {
 	r.rlTargets(b)
 	r.gwTargets(b)
 	r.gwLogTargets(b)
+	r.gwFleetTargets(b) // fleet.go
 	r.inprocTargets(b)
 	b.WriteString("\nThe benchmarks never fail the build: a missed target is reported here, with by how much.\n\n")
 }
