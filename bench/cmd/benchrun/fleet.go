@@ -34,21 +34,7 @@ func (r *runner) gwFleetTargets(b *strings.Builder) {
 	if !ok {
 		return
 	}
-	if row.Err != "" {
-		fmt.Fprintf(b, "| gateway with a key store (ledger and fleet limits) on: CPU per request within 15%% of off | could not run: %s | **missed** |\n", oneLine(row.Err))
-		return
-	}
-	v := row.Values
-	for _, rate := range r.p.GWRates {
-		k := fmt.Sprintf("%d", rate)
-		ratio := logRatio(v, k)
-		verd := verdict(ratio <= 1.15 && v["on_"+k+"_errors"] == 0)
-		if ratio > 1.15 {
-			verd += fmt.Sprintf(" by %.1f%% (%.2f× instead of 1.15×)", (ratio/1.15-1)*100, ratio)
-		}
-		fmt.Fprintf(b, "| gateway at %s req/s with a key store on (SQLite ledger, fleet limits): CPU per request within 15%% of off | %.1f µs on vs %.1f µs off: %.2f×; p50 %+.0f µs; %.0f errors | %s |\n",
-			si(float64(rate)), v["on_"+k+"_cpu_us_per_req"], v["off_"+k+"_cpu_us_per_req"], ratio, v["on_"+k+"_p50_us"]-v["off_"+k+"_p50_us"], v["on_"+k+"_errors"], verd)
-	}
+	r.offOnTargets(b, row, 1.15, "with a key store (ledger and fleet limits) on", "with a key store on (SQLite ledger, fleet limits)") // report.go
 }
 
 // sectionGatewayFleet is issue 31's figures: the gateway with a key's
@@ -66,13 +52,7 @@ func (r *runner) sectionGatewayFleet(b *strings.Builder) {
 		return
 	}
 	v := row.Values
-	b.WriteString("| rate | requests | achieved req/s | errors (off / on) | off p50 / p99 µs | on p50 / p99 µs | fleet p50 / p99 µs | CPU µs/request off | on | fleet CPU µs/request | on ÷ off |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, rate := range r.p.GWRates {
-		k := fmt.Sprintf("%d", rate)
-		fmt.Fprintf(b, "| %s/s | %.0f | %.0f | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %+.0f / %+.0f | %.1f | %.1f | %+.1f | %.2f× |\n", si(float64(rate)), v["on_"+k+"_requests"], v["on_"+k+"_achieved_rps"], v["off_"+k+"_errors"], v["on_"+k+"_errors"],
-			v["off_"+k+"_p50_us"], v["off_"+k+"_p99_us"], v["on_"+k+"_p50_us"], v["on_"+k+"_p99_us"], v["on_"+k+"_p50_us"]-v["off_"+k+"_p50_us"], v["on_"+k+"_p99_us"]-v["off_"+k+"_p99_us"],
-			v["off_"+k+"_cpu_us_per_req"], v["on_"+k+"_cpu_us_per_req"], v["on_"+k+"_cpu_us_per_req"]-v["off_"+k+"_cpu_us_per_req"], logRatio(v, k))
-	}
+	r.offOnTable(b, v, "fleet") // report.go
 	fmt.Fprintf(b, "\nThe key store's ledger held %.0f settled calls once the on gateway closed, %.0f left reserved (median of the runs). Target (issue 31): on within 15%% of off; the verdicts are in the Targets table above.\n\n", v["settled_calls"], v["reserved_after_close"])
 	if len(row.Notes) > 0 {
 		fmt.Fprintf(b, "Notes: %s\n\n", oneLine(strings.Join(row.Notes, "; ")))

@@ -1146,20 +1146,28 @@ func (r *runner) gwLogTargets(b *strings.Builder) {
 	if !ok {
 		return
 	}
+	r.offOnTargets(b, row, 1.10, "with the request log on", "with the request log on (SQLite)")
+}
+
+// offOnTargets writes an off/on scenario's target rows: on's CPU per
+// request at most limit times off's, at each rate. what names on in the
+// row of a run that failed, whatAt in the rows of each rate.
+func (r *runner) offOnTargets(b *strings.Builder, row Row, limit float64, what, whatAt string) {
+	pct := int((limit-1)*100 + 0.5)
 	if row.Err != "" {
-		fmt.Fprintf(b, "| gateway with the request log on: CPU per request within 10%% of off | could not run: %s | **missed** |\n", oneLine(row.Err))
+		fmt.Fprintf(b, "| gateway %s: CPU per request within %d%% of off | could not run: %s | **missed** |\n", what, pct, oneLine(row.Err))
 		return
 	}
 	v := row.Values
 	for _, rate := range r.p.GWRates {
 		k := fmt.Sprintf("%d", rate)
 		ratio := logRatio(v, k)
-		verd := verdict(ratio <= 1.10 && v["on_"+k+"_errors"] == 0)
-		if ratio > 1.10 {
-			verd += fmt.Sprintf(" by %.1f%% (%.2f× instead of 1.10×)", (ratio/1.10-1)*100, ratio)
+		verd := verdict(ratio <= limit && v["on_"+k+"_errors"] == 0)
+		if ratio > limit {
+			verd += fmt.Sprintf(" by %.1f%% (%.2f× instead of %.2f×)", (ratio/limit-1)*100, ratio, limit)
 		}
-		fmt.Fprintf(b, "| gateway at %s req/s with the request log on (SQLite): CPU per request within 10%% of off | %.1f µs on vs %.1f µs off: %.2f×; p50 %+.0f µs; %.0f errors | %s |\n",
-			si(float64(rate)), v["on_"+k+"_cpu_us_per_req"], v["off_"+k+"_cpu_us_per_req"], ratio, v["on_"+k+"_p50_us"]-v["off_"+k+"_p50_us"], v["on_"+k+"_errors"], verd)
+		fmt.Fprintf(b, "| gateway at %s req/s %s: CPU per request within %d%% of off | %.1f µs on vs %.1f µs off: %.2f×; p50 %+.0f µs; %.0f errors | %s |\n",
+			si(float64(rate)), whatAt, pct, v["on_"+k+"_cpu_us_per_req"], v["off_"+k+"_cpu_us_per_req"], ratio, v["on_"+k+"_p50_us"]-v["off_"+k+"_p50_us"], v["on_"+k+"_errors"], verd)
 	}
 }
 
@@ -1177,15 +1185,21 @@ func (r *runner) sectionGatewayLog(b *strings.Builder) {
 		return
 	}
 	v := row.Values
-	b.WriteString("| rate | requests | achieved req/s | errors (off / on) | off p50 / p99 µs | on p50 / p99 µs | log p50 / p99 µs | CPU µs/request off | on | log CPU µs/request | on ÷ off |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	r.offOnTable(b, v, "log")
+	fmt.Fprintf(b, "\nThe log wrote %.0f records and dropped %.0f (median of the runs). Target (issue 32): on within 10%% of off; the verdicts are in the Targets table above.\n\n", v["written"], v["dropped"])
+	if len(row.Notes) > 0 {
+		fmt.Fprintf(b, "Notes: %s\n\n", oneLine(strings.Join(row.Notes, "; ")))
+	}
+}
+
+// offOnTable writes an off/on scenario's figures per rate; diff names the
+// on-minus-off columns ("log", "fleet").
+func (r *runner) offOnTable(b *strings.Builder, v map[string]float64, diff string) {
+	fmt.Fprintf(b, "| rate | requests | achieved req/s | errors (off / on) | off p50 / p99 µs | on p50 / p99 µs | %s p50 / p99 µs | CPU µs/request off | on | %s CPU µs/request | on ÷ off |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", diff, diff)
 	for _, rate := range r.p.GWRates {
 		k := fmt.Sprintf("%d", rate)
 		fmt.Fprintf(b, "| %s/s | %.0f | %.0f | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %+.0f / %+.0f | %.1f | %.1f | %+.1f | %.2f× |\n", si(float64(rate)), v["on_"+k+"_requests"], v["on_"+k+"_achieved_rps"], v["off_"+k+"_errors"], v["on_"+k+"_errors"],
 			v["off_"+k+"_p50_us"], v["off_"+k+"_p99_us"], v["on_"+k+"_p50_us"], v["on_"+k+"_p99_us"], v["on_"+k+"_p50_us"]-v["off_"+k+"_p50_us"], v["on_"+k+"_p99_us"]-v["off_"+k+"_p99_us"],
 			v["off_"+k+"_cpu_us_per_req"], v["on_"+k+"_cpu_us_per_req"], v["on_"+k+"_cpu_us_per_req"]-v["off_"+k+"_cpu_us_per_req"], logRatio(v, k))
-	}
-	fmt.Fprintf(b, "\nThe log wrote %.0f records and dropped %.0f (median of the runs). Target (issue 32): on within 10%% of off; the verdicts are in the Targets table above.\n\n", v["written"], v["dropped"])
-	if len(row.Notes) > 0 {
-		fmt.Fprintf(b, "Notes: %s\n\n", oneLine(strings.Join(row.Notes, "; ")))
 	}
 }

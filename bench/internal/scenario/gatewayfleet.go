@@ -1,10 +1,7 @@
 package scenario
 
 import (
-	"bytes"
 	"context"
-	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -87,46 +84,8 @@ func gatewayFleetRun(ctx context.Context, job Job, res *Result) error {
 			}
 		}
 	}
-	names := [2]string{"off", "on"}
-	for _, rate := range job.Rates {
-		var runs [2][]loadResult
-		for range max(job.Repeats, 1) {
-			for i, c := range calls {
-				lr := openLoop(ctx, rate, job.Duration, c)
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				if lr.firstErr != nil && len(runs[i]) == 0 {
-					res.Notes = append(res.Notes, fmt.Sprintf("key store %s at %d/s: first error: %s", names[i], rate, truncate(lr.firstErr.Error(), 160)))
-				}
-				runs[i] = append(runs[i], lr)
-			}
-		}
-		var p50, p99, cpu [2]float64
-		for i := range names {
-			med := func(f func(loadResult) float64) float64 {
-				v := make([]float64, len(runs[i]))
-				for j, lr := range runs[i] {
-					v[j] = f(lr)
-				}
-				return Median(v)
-			}
-			k := fmt.Sprintf("%s_%d_", names[i], rate)
-			p50[i], p99[i], cpu[i] = med(func(l loadResult) float64 { return l.pct(0.50) }), med(func(l loadResult) float64 { return l.pct(0.99) }), med(func(l loadResult) float64 { return l.cpuPerReq })
-			res.set(k+"p50_us", p50[i])
-			res.set(k+"p99_us", p99[i])
-			res.set(k+"cpu_us_per_req", cpu[i])
-			res.set(k+"errors", med(func(l loadResult) float64 { return float64(l.errors) }))
-			res.set(k+"achieved_rps", med(func(l loadResult) float64 { return l.achieved }))
-			res.set(k+"requests", med(func(l loadResult) float64 { return float64(l.n) }))
-		}
-		k := fmt.Sprintf("fleet_%d_", rate)
-		res.set(k+"cpu_us", cpu[1]-cpu[0])
-		if cpu[0] > 0 {
-			res.set(k+"cpu_ratio", cpu[1]/cpu[0])
-		}
-		res.set(k+"p50_us", p50[1]-p50[0])
-		res.set(k+"p99_us", p99[1]-p99[0])
+	if err := offOnLoad(ctx, job, res, "fleet", "key store", calls); err != nil { // gatewaylog.go
+		return err
 	}
 	cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -146,27 +105,20 @@ func gatewayFleetRun(ctx context.Context, job Job, res *Result) error {
 	return nil
 }
 
-// keyedCall is gatewayCall with a gateway key.
+// keyedCall is gatewayCall with a gateway key: lc's transport, the key
+// added to each request.
 func keyedCall(lc *http.Client, url, key string, body []byte) func(context.Context) error {
-	return func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(body))
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+key)
-		resp, err := lc.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return err
-		}
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("gateway: status %d: %.200s", resp.StatusCode, b)
-		}
-		return nil
-	}
+	return gatewayCall(&http.Client{Transport: withKey{next: lc.Transport, key: key}, Timeout: lc.Timeout}, url, body)
+}
+
+// withKey adds a gateway key to each request.
+type withKey struct {
+	next http.RoundTripper
+	key  string
+}
+
+func (t withKey) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+t.key)
+	return t.next.RoundTrip(r)
 }

@@ -89,6 +89,25 @@ func gatewayLogRun(ctx context.Context, job Job, res *Result) error {
 			}
 		}
 	}
+	if err := offOnLoad(ctx, job, res, "log", "log", calls); err != nil {
+		return err
+	}
+	if err := closeLog(); err != nil {
+		return err
+	}
+	s := lg.Stats()
+	res.set("written", float64(s.Written))
+	res.set("dropped", float64(s.Dropped))
+	return nil
+}
+
+// offOnLoad runs calls[0] ("off") and calls[1] ("on") alternating under
+// the open-loop load at each of job.Rates, job.Repeats times each, and sets
+// off_R_* and on_R_* (p50_us, p99_us, cpu_us_per_req, errors,
+// achieved_rps, requests, medians of the repeats) and <diff>_R_cpu_us,
+// _cpu_ratio, _p50_us, _p99_us (on against off). what names the
+// comparison in a note of a first error.
+func offOnLoad(ctx context.Context, job Job, res *Result, diff, what string, calls [2]func(context.Context) error) error {
 	names := [2]string{"off", "on"}
 	for _, rate := range job.Rates {
 		var runs [2][]loadResult
@@ -99,7 +118,7 @@ func gatewayLogRun(ctx context.Context, job Job, res *Result) error {
 					return ctx.Err()
 				}
 				if lr.firstErr != nil && len(runs[i]) == 0 {
-					res.Notes = append(res.Notes, fmt.Sprintf("log %s at %d/s: first error: %s", names[i], rate, truncate(lr.firstErr.Error(), 160)))
+					res.Notes = append(res.Notes, fmt.Sprintf("%s %s at %d/s: first error: %s", what, names[i], rate, truncate(lr.firstErr.Error(), 160)))
 				}
 				runs[i] = append(runs[i], lr)
 			}
@@ -122,7 +141,7 @@ func gatewayLogRun(ctx context.Context, job Job, res *Result) error {
 			res.set(k+"achieved_rps", med(func(l loadResult) float64 { return l.achieved }))
 			res.set(k+"requests", med(func(l loadResult) float64 { return float64(l.n) }))
 		}
-		k := fmt.Sprintf("log_%d_", rate)
+		k := fmt.Sprintf("%s_%d_", diff, rate)
 		res.set(k+"cpu_us", cpu[1]-cpu[0])
 		if cpu[0] > 0 {
 			res.set(k+"cpu_ratio", cpu[1]/cpu[0])
@@ -130,11 +149,5 @@ func gatewayLogRun(ctx context.Context, job Job, res *Result) error {
 		res.set(k+"p50_us", p50[1]-p50[0])
 		res.set(k+"p99_us", p99[1]-p99[0])
 	}
-	if err := closeLog(); err != nil {
-		return err
-	}
-	s := lg.Stats()
-	res.set("written", float64(s.Written))
-	res.set("dropped", float64(s.Dropped))
 	return nil
 }
