@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -78,20 +77,9 @@ func cmdKeys(ctx context.Context, e env, args []string) int {
 	period := fs.String("budget-period", "", "")
 	drop := fs.Bool("drop-unsupported", false, "")
 	grace := fs.Duration("grace", 0, "")
-	var pos []string
-	rest := args[1:]
-	for {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return 0
-			}
-			return 2
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		rest = fs.Args()[1:]
+	pos, code, ok := parseInterspersed(fs, args[1:])
+	if !ok {
+		return code
 	}
 	fail := func(code int, format string, a ...any) int {
 		fmt.Fprintf(e.stderr, "chorus keys %s: "+format+"\n", append([]any{sub}, a...)...)

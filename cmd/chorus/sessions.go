@@ -137,20 +137,9 @@ func cmdSessions(ctx context.Context, e env, args []string) int {
 	state := fs.String("state", "", "")
 	asJSON := fs.Bool("json", false, "")
 	// Flags may come before or after the arguments.
-	var pos []string
-	rest := args[1:]
-	for {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return 0
-			}
-			return 2
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		rest = fs.Args()[1:]
+	pos, code, ok := parseInterspersed(fs, args[1:])
+	if !ok {
+		return code
 	}
 	fail := func(code int, format string, a ...any) int {
 		fmt.Fprintf(e.stderr, "chorus sessions %s: "+format+"\n", append([]any{sub}, a...)...)
@@ -359,4 +348,23 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// parseInterspersed parses fs's flags before, between and after the
+// positional arguments of args, which it returns. When !ok the command
+// returns code: 0 for -h, 2 for a bad flag.
+func parseInterspersed(fs *flag.FlagSet, args []string) (pos []string, code int, ok bool) {
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, 0, false
+			}
+			return nil, 2, false
+		}
+		if fs.NArg() == 0 {
+			return pos, 0, true
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
 }
