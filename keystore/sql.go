@@ -10,9 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/chorusrt/chorus/internal/sqlbind"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 	_ "modernc.org/sqlite"             // database/sql driver "sqlite"
@@ -129,18 +130,7 @@ func (s *Store) bind(q string) string {
 	if !s.postgres {
 		return q
 	}
-	var b strings.Builder
-	n := 0
-	for _, c := range q {
-		if c == '?' {
-			n++
-			b.WriteByte('$')
-			b.WriteString(strconv.Itoa(n))
-			continue
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
+	return sqlbind.Postgres(q)
 }
 
 // forUpdate is the row lock of a SELECT on PostgreSQL (SQLite's immediate
