@@ -318,7 +318,7 @@ func (h *Handler) apiCreateKey(w http.ResponseWriter, r *http.Request) {
 	secret := keystore.NewSecret()
 	k := keystore.Key{Hash: keystore.HashKey(secret)}
 	u.Name = q.Name
-	applyUpdate(&k, u)
+	u.Apply(&k)
 	ctx, cancel := context.WithTimeout(r.Context(), apiTimeout)
 	defer cancel()
 	now := h.now()
@@ -331,33 +331,6 @@ func (h *Handler) apiCreateKey(w http.ResponseWriter, r *http.Request) {
 	h.answerKey(w, ctx, http.StatusCreated, k, secret)
 }
 
-// applyUpdate sets what u names on a key being created.
-func applyUpdate(k *keystore.Key, u keystore.Update) {
-	if u.Name != nil {
-		k.Name = *u.Name
-	}
-	if u.Models != nil {
-		k.Models = *u.Models
-	}
-	if u.RPM != nil {
-		k.RPM = *u.RPM
-	}
-	if u.TPM != nil {
-		k.TPM = *u.TPM
-	}
-	if u.Concurrency != nil {
-		k.Concurrency = *u.Concurrency
-	}
-	if u.BudgetUSD != nil {
-		k.BudgetUSD = *u.BudgetUSD
-	}
-	if u.BudgetPeriod != nil {
-		k.BudgetPeriod = *u.BudgetPeriod
-	}
-	if u.DropUnsupported != nil {
-		k.DropUnsupported = *u.DropUnsupported
-	}
-}
 
 // answerKey answers k (and its new secret, if any).
 func (h *Handler) answerKey(w http.ResponseWriter, ctx context.Context, status int, k keystore.Key, secret string) {

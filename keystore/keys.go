@@ -201,7 +201,9 @@ type Update struct {
 	Name            *string
 }
 
-func (u *Update) apply(k *Key) {
+// Apply sets on k what u names (Store.Update does it under the key's
+// lock; a caller building a Key to Create may too).
+func (u *Update) Apply(k *Key) {
 	if u.Models != nil {
 		k.Models = append([]string(nil), (*u.Models)...)
 	}

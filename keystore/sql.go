@@ -418,7 +418,7 @@ func (s *Store) Update(ctx context.Context, id string, u Update, now time.Time) 
 		if !k.Live() {
 			return ErrRevoked
 		}
-		u.apply(k)
+		u.Apply(k)
 		return nil
 	})
 }
