@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -111,29 +109,14 @@ func TestFleetOfThreeServers(t *testing.T) {
 	up.SetResponder(func(llmtest.Recorded) llmtest.Step {
 		return llmtest.Step{Reply: &llmtest.Reply{Text: "ok", Usage: &llm.Usage{PromptTokens: 20, CompletionTokens: 100}}}
 	})
-	cfg := filepath.Join(t.TempDir(), "chorus.yaml")
-	yml := `providers:
-  - id: up
-    base_url: ` + up.OpenAIBaseURL() + `
-    key_env: UP_KEY
-defaults:
-  chat: up/m
-prices:
-  up/m: {input: 2, output: 8}
-gateway:
-  store: ` + dsn + `
-  keys:
-    - name: capped
+	cfg := writeConfig(t, up, "  store: "+dsn+"\n", `    - name: capped
       key_env: GK_CAPPED
       budget_usd: 0.2
       budget_period: month
     - name: paced
       key_env: GK_PACED
       rpm: 30
-`
-	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`) // fleetbatch_test.go
 	env := cleanEnv("UP_KEY=sk-up-secret", "GK_CAPPED=gk-capped-fleet", "GK_PACED=gk-paced-fleet")
 	addrs := freePairs(t, 3) // the three are members of one cluster too
 	start := func() []*serveProc {
