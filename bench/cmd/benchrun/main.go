@@ -17,6 +17,7 @@ import (
 
 	"github.com/chorusrt/chorus/bench/internal/clients"
 	"github.com/chorusrt/chorus/bench/internal/corpus"
+	"github.com/chorusrt/chorus/bench/internal/peergw"
 	"github.com/chorusrt/chorus/bench/internal/scenario"
 	"github.com/chorusrt/chorus/bench/internal/server"
 	"github.com/chorusrt/chorus/bench/internal/soak"
@@ -50,6 +51,8 @@ type params struct {
 	GWDuration          time.Duration
 	GWStreams, GWDeltas int
 
+	PGW pgwParams
+
 	Soak soak.Config
 }
 
@@ -64,6 +67,7 @@ func fullParams() params {
 		BatchRequests: 10000, BatchConc: 256,
 		TLSConcSize: 1000, TLSConcDeltas: 200, TLSRuns: 1,
 		GWRates: []int{1000, 5000}, GWDuration: 2 * time.Second, GWStreams: 10, GWDeltas: 1000,
+		PGW:  pgwParams{Requests: 2000, Streams: 200, Deltas: 100, Concurrency: 32, Duration: 3 * time.Second},
 		Soak: soak.Config{Duration: 45 * time.Second, Streams: 2000, FaultRate: 0.05},
 	}
 }
@@ -79,6 +83,7 @@ func quickParams() params {
 	p.BatchRequests = 2000
 	p.GWDuration, p.GWStreams, p.GWDeltas = 500*time.Millisecond, 3, 300
 	p.TLSConcSize, p.TLSConcDeltas = 100, 100
+	p.PGW = pgwParams{Requests: 200, Streams: 20, Deltas: 50, Concurrency: 32, Duration: 500 * time.Millisecond}
 	p.Soak = soak.Config{Duration: 10 * time.Second, Streams: 300, FaultRate: 0.05}
 	return p
 }
@@ -113,6 +118,9 @@ type runner struct {
 	date    time.Time // when the measurements ended
 	flags   []string  // figures where Chorus beat its floor (report)
 	loadEnd string    // load average when the measurements ended
+
+	portkeyDir string // where @portkey-ai/gateway is installed (peergw)
+	pgwProfile string // where Chorus's gateway writes CPU profiles (peergw)
 }
 
 // dump is everything a report is made of, written with -json and read
@@ -130,6 +138,9 @@ type dump struct {
 }
 
 func main() {
+	if peergw.MaybeServe() { // a server process of the peer gateway scenario
+		return
+	}
 	child := flag.String("child", "", "internal: run one job (JSON) and print its result")
 	soakChild := flag.String("soak-child", "", "internal: run the soak (JSON config) and print its report")
 	out := flag.String("out", "RESULTS.md", "report to write")
@@ -141,6 +152,9 @@ func main() {
 	from := flag.String("from", "", "render the report from a -json dump instead of measuring")
 	runs := flag.Int("runs", 0, "runs per macro figure (default 3, 1 with -quick)")
 	only2 := flag.String("clients", "", "comma-separated client labels to run, e.g. 'chorus,genai (gemini)' (default all)")
+	portkey := flag.String("portkey", "../.cache/npm-portkey", "where @portkey-ai/gateway is installed (make bench-gateways installs it)")
+	pgwProfile := flag.String("peergw-profile", "", "a folder: Chorus's gateway writes a CPU profile of each peer gateway case there")
+	spliceOut := flag.Bool("splice", false, "replace only the sections measured (the peer gateway section) in the existing -out report")
 	flag.Parse()
 
 	if *child != "" {
@@ -186,7 +200,7 @@ func main() {
 		fatal(err)
 	}
 	defer srv.Close()
-	r := &runner{p: p, srv: srv, self: self, timing: map[string]time.Duration{}, log: os.Stderr, machine: sysinfo.ReadMachine(), quick: *quick}
+	r := &runner{p: p, srv: srv, self: self, timing: map[string]time.Duration{}, log: os.Stderr, machine: sysinfo.ReadMachine(), quick: *quick, portkeyDir: *portkey, pgwProfile: *pgwProfile}
 	if *only2 != "" {
 		r.clients = strings.Split(*only2, ",")
 	}
@@ -201,6 +215,7 @@ func main() {
 		{"decode", r.decode}, {"e2e", r.endToEnd}, {"concurrent", r.concurrent},
 		{"fanout", r.fanout}, {"ratelimit", r.rateLimit}, {"batch", r.batch},
 		{"tls", r.tls}, {"gateway", r.gateway}, {"inproc", r.inproc}, {"frameworks", r.frameworks},
+		{"peergw", r.peerGateways},
 	}
 	for _, s := range steps {
 		if want(s.name) {
@@ -225,6 +240,15 @@ func main() {
 		if err := os.WriteFile(*jsonOut, b, 0o644); err != nil {
 			fatal(err)
 		}
+	}
+	if *spliceOut {
+		var b strings.Builder
+		r.sectionPeerGW(&b)
+		if err := splice(*out, b.String()); err != nil {
+			fatal(err)
+		}
+		r.logf("replaced the peer gateway section of %s (run took %s)", *out, r.total.Round(time.Second))
+		return
 	}
 	r.write(*out, *pngOut, soakRep)
 }
