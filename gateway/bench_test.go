@@ -278,7 +278,9 @@ func benchStreamLoopback(b *testing.B, tcp bool) {
 	hc := srv.Client()
 	defer hc.CloseIdleConnections()
 	br := bufio.NewReaderSize(nil, 4096)
+	var firstDelta time.Duration // summed over the streams timed
 	stream := func() error {
+		t0 := time.Now()
 		resp, err := benchPost(hc, srv.URL, benchStreamBody)
 		if err != nil {
 			return err
@@ -288,13 +290,14 @@ func benchStreamLoopback(b *testing.B, tcp bool) {
 			return fmt.Errorf("status %d", resp.StatusCode)
 		}
 		br.Reset(resp.Body)
-		return countSSE(br)
+		return countSSE(br, func() { firstDelta += time.Since(t0) })
 	}
 	if err := stream(); err != nil {
 		b.Fatal(err)
 	}
 	flushes.Store(0)
 	writes.Store(0)
+	firstDelta = 0
 	p := startPerUnit(b, "delta", benchDeltas)
 	for b.Loop() {
 		if err := stream(); err != nil {
@@ -304,6 +307,10 @@ func benchStreamLoopback(b *testing.B, tcp bool) {
 	p.stop()
 	b.ReportMetric(float64(flushes.Load())/float64(b.N*benchDeltas), "flushes/delta")
 	b.ReportMetric(float64(writes.Load())/float64(b.N*benchDeltas), "writes/delta")
+	// Wall time from the request's send to its first delta's line, on an
+	// idle connection: what a client waits for the first token (the
+	// in-process upstream answers at once).
+	b.ReportMetric(float64(firstDelta.Nanoseconds())/float64(b.N), "first-delta-ns")
 }
 
 // writeCountListener counts the writes to its connections: the server's
@@ -377,7 +384,7 @@ func (f *flushCounter) Flush() {
 
 // countSSE reads an OpenAI chunk stream to its [DONE], checking that it
 // held benchDeltas content deltas.
-func countSSE(br *bufio.Reader) error {
+func countSSE(br *bufio.Reader, first func()) error {
 	n := 0
 	for {
 		line, err := br.ReadSlice('\n')
@@ -392,6 +399,9 @@ func countSSE(br *bufio.Reader) error {
 			break
 		}
 		if i := bytes.Index(d, []byte(`"content":"`)); i >= 0 && d[i+len(`"content":"`)] != '"' {
+			if n == 0 {
+				first()
+			}
 			n++
 		}
 	}
