@@ -268,9 +268,9 @@ const benchStreamBody = `{"model":"` + benchModel + `","messages":[{"role":"user
 
 func benchStreamLoopback(b *testing.B, tcp bool) {
 	h := benchHandler(b, benchRuntime(b, tcp), gateway.Options{})
-	var flushes, writes atomic.Int64
+	var flushes, writes, firstFlush atomic.Int64
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.ServeHTTP(&flushCounter{ResponseWriter: w, n: &flushes}, r)
+		h.ServeHTTP(&flushCounter{ResponseWriter: w, n: &flushes, first: &firstFlush, start: time.Now()}, r)
 	}))
 	srv.Listener = &writeCountListener{Listener: srv.Listener, n: &writes}
 	srv.Start()
@@ -297,6 +297,7 @@ func benchStreamLoopback(b *testing.B, tcp bool) {
 	}
 	flushes.Store(0)
 	writes.Store(0)
+	firstFlush.Store(0)
 	firstDelta = 0
 	p := startPerUnit(b, "delta", benchDeltas)
 	for b.Loop() {
@@ -311,6 +312,9 @@ func benchStreamLoopback(b *testing.B, tcp bool) {
 	// idle connection: what a client waits for the first token (the
 	// in-process upstream answers at once).
 	b.ReportMetric(float64(firstDelta.Nanoseconds())/float64(b.N), "first-delta-ns")
+	// The handler's own part of it, from its start to the end of its first
+	// flush (the client, in this process, may wait longer for a processor).
+	b.ReportMetric(float64(firstFlush.Load())/float64(b.N), "first-flush-ns")
 }
 
 // writeCountListener counts the writes to its connections: the server's
@@ -375,11 +379,19 @@ func benchStreamHandler(b *testing.B, tcp bool, path, body string) {
 type flushCounter struct {
 	http.ResponseWriter
 	n *atomic.Int64
+	// first, when set, adds the time from start to the end of the first
+	// flush: the gateway's own time to its first frame on the wire.
+	first *atomic.Int64
+	start time.Time
 }
 
 func (f *flushCounter) Flush() {
 	f.n.Add(1)
 	f.ResponseWriter.(http.Flusher).Flush()
+	if f.first != nil {
+		f.first.Add(int64(time.Since(f.start)))
+		f.first = nil
+	}
 }
 
 // countSSE reads an OpenAI chunk stream to its [DONE], checking that it
