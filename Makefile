@@ -166,6 +166,7 @@ FUZZ_TARGETS = \
 	./providers/openai:FuzzResponsesBuffered \
 	./providers/openai:FuzzStreamDecoder \
 	./providers/openai:FuzzParseChatFast \
+	./providers/openai:FuzzDecodeChatFast \
 	./providers/openai:FuzzAppendChat \
 	./providers/anthropic:FuzzAnthropicStream \
 	./providers/anthropic:FuzzAnthropicBuffered \
