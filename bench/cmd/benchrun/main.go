@@ -119,8 +119,9 @@ type runner struct {
 	flags   []string  // figures where Chorus beat its floor (report)
 	loadEnd string    // load average when the measurements ended
 
-	portkeyDir string // where @portkey-ai/gateway is installed (peergw)
-	pgwProfile string // where Chorus's gateway writes CPU profiles (peergw)
+	portkeyDir string   // where @portkey-ai/gateway is installed (peergw)
+	pgwProfile string   // where Chorus's gateway writes CPU profiles (peergw)
+	pgwOnly    []string // the gateways measured (peergw; all when empty)
 }
 
 // dump is everything a report is made of, written with -json and read
@@ -153,7 +154,8 @@ func main() {
 	runs := flag.Int("runs", 0, "runs per macro figure (default 3, 1 with -quick)")
 	only2 := flag.String("clients", "", "comma-separated client labels to run, e.g. 'chorus,genai (gemini)' (default all)")
 	portkey := flag.String("portkey", "../.cache/npm-portkey", "where @portkey-ai/gateway is installed (make bench-gateways installs it)")
-	pgwProfile := flag.String("peergw-profile", "", "a folder: Chorus's gateway writes a CPU profile of each peer gateway case there")
+	pgwProfile := flag.String("peergw-profile", "", "a folder: Chorus's gateway and the proxy write a CPU profile of each peer gateway case there")
+	pgwOnly := flag.String("peergw-gateways", "", "comma-separated gateways of the peer gateway scenario to measure besides direct (proxy,chorus,portkey; default all)")
 	spliceOut := flag.Bool("splice", false, "replace only the sections measured (the peer gateway section) in the existing -out report")
 	flag.Parse()
 
@@ -201,6 +203,9 @@ func main() {
 	}
 	defer srv.Close()
 	r := &runner{p: p, srv: srv, self: self, timing: map[string]time.Duration{}, log: os.Stderr, machine: sysinfo.ReadMachine(), quick: *quick, portkeyDir: *portkey, pgwProfile: *pgwProfile}
+	if *pgwOnly != "" {
+		r.pgwOnly = strings.Split(*pgwOnly, ",")
+	}
 	if *only2 != "" {
 		r.clients = strings.Split(*only2, ",")
 	}

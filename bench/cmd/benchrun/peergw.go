@@ -45,7 +45,7 @@ func (r *runner) peerGateways() {
 		Self: r.self, PortkeyDir: dir,
 		Requests: r.p.PGW.Requests, Streams: r.p.PGW.Streams, Deltas: r.p.PGW.Deltas,
 		Concurrency: r.p.PGW.Concurrency, Duration: r.p.PGW.Duration,
-		Runs: r.p.MacroRuns, ProfileDir: r.pgwProfile, Log: r.logf,
+		Runs: r.p.MacroRuns, ProfileDir: r.pgwProfile, Only: r.pgwOnly, Log: r.logf,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()

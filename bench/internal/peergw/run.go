@@ -66,8 +66,9 @@ type Config struct {
 	// Runs is how many times every case is measured, each with fresh
 	// processes (default 1); values are the medians.
 	Runs int
-	// ProfileDir, when set, has Chorus's gateway write a CPU profile of
-	// each case there (chorus-<proto>-<mode>-<run>.pprof).
+	// ProfileDir, when set, has Chorus's gateway and the proxy write a CPU
+	// profile of each case there (chorus-<proto>-<mode>-<run>.pprof,
+	// proxy-...).
 	ProfileDir string
 	// Only, when set, limits the gateways measured (direct is always).
 	Only []string
@@ -397,7 +398,11 @@ func measureCase(ctx context.Context, cfg Config, upURL, gw, proto, mode string,
 	switch gw {
 	case "direct":
 	case "proxy":
-		p, err = startGo(ctx, cfg.Self, serveSpec{Kind: "proxy", Upstream: upURL})
+		spec := serveSpec{Kind: "proxy", Upstream: upURL}
+		if cfg.ProfileDir != "" {
+			spec.Profile = filepath.Join(cfg.ProfileDir, fmt.Sprintf("proxy-%s-%s-%d.pprof", proto, mode, run))
+		}
+		p, err = startGo(ctx, cfg.Self, spec)
 	case "chorus":
 		spec := serveSpec{Kind: "chorus", Upstream: upURL}
 		if cfg.ProfileDir != "" {
