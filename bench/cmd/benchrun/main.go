@@ -53,6 +53,8 @@ type params struct {
 
 	PGW pgwParams
 
+	Ranged rangedParams
+
 	Soak soak.Config
 }
 
@@ -67,8 +69,9 @@ func fullParams() params {
 		BatchRequests: 10000, BatchConc: 256,
 		TLSConcSize: 1000, TLSConcDeltas: 200, TLSRuns: 1,
 		GWRates: []int{1000, 5000}, GWDuration: 2 * time.Second, GWStreams: 10, GWDeltas: 1000,
-		PGW:  pgwParams{Requests: 2000, Streams: 200, Deltas: 100, Concurrency: 32, Duration: 3 * time.Second},
-		Soak: soak.Config{Duration: 45 * time.Second, Streams: 2000, FaultRate: 0.05},
+		PGW:    pgwParams{Requests: 2000, Streams: 200, Deltas: 100, Concurrency: 32, Duration: 3 * time.Second},
+		Ranged: rangedParams{Streams: 200, Deltas: 200, Repeats: 3},
+		Soak:   soak.Config{Duration: 45 * time.Second, Streams: 2000, FaultRate: 0.05},
 	}
 }
 
@@ -84,6 +87,7 @@ func quickParams() params {
 	p.GWDuration, p.GWStreams, p.GWDeltas = 500*time.Millisecond, 3, 300
 	p.TLSConcSize, p.TLSConcDeltas = 100, 100
 	p.PGW = pgwParams{Requests: 200, Streams: 20, Deltas: 50, Concurrency: 32, Duration: 500 * time.Millisecond}
+	p.Ranged = rangedParams{Streams: 200, Deltas: 50, Repeats: 1}
 	p.Soak = soak.Config{Duration: 10 * time.Second, Streams: 300, FaultRate: 0.05}
 	return p
 }
@@ -220,7 +224,7 @@ func main() {
 		{"decode", r.decode}, {"e2e", r.endToEnd}, {"concurrent", r.concurrent},
 		{"fanout", r.fanout}, {"ratelimit", r.rateLimit}, {"batch", r.batch},
 		{"tls", r.tls}, {"gateway", r.gateway}, {"inproc", r.inproc}, {"frameworks", r.frameworks},
-		{"peergw", r.peerGateways},
+		{"peergw", r.peerGateways}, {"ranged", r.rangedStreams},
 	}
 	for _, s := range steps {
 		if want(s.name) {
@@ -247,12 +251,20 @@ func main() {
 		}
 	}
 	if *spliceOut {
-		var b strings.Builder
-		r.sectionPeerGW(&b)
-		if err := splice(*out, b.String()); err != nil {
-			fatal(err)
+		for _, sec := range []struct {
+			name, begin, end string
+			render           func(*strings.Builder)
+		}{{"peergw", pgwBegin, pgwEnd, r.sectionPeerGW}, {"ranged", rangedBegin, rangedEnd, r.sectionRanged}} {
+			if !want(sec.name) {
+				continue
+			}
+			var b strings.Builder
+			sec.render(&b)
+			if err := splice(*out, sec.begin, sec.end, b.String()); err != nil {
+				fatal(err)
+			}
+			r.logf("replaced the %s section of %s", sec.name, *out)
 		}
-		r.logf("replaced the peer gateway section of %s (run took %s)", *out, r.total.Round(time.Second))
 		return
 	}
 	r.write(*out, *pngOut, soakRep)

@@ -212,18 +212,18 @@ func nodeVersion() string {
 	return strings.TrimSpace(out)
 }
 
-// splice replaces the peer gateway section of the report at path (between
-// its markers; appended when it has none) with section.
-func splice(path, section string) error {
+// splice replaces a section of the report at path, between its markers
+// begin and end (appended when it has none), with section.
+func splice(path, begin, end, section string) error {
 	old, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	i := bytes.Index(old, []byte(pgwBegin))
-	j := bytes.Index(old, []byte(pgwEnd))
+	i := bytes.Index(old, []byte(begin))
+	j := bytes.Index(old, []byte(end))
 	var out []byte
 	if i >= 0 && j > i {
-		out = append(append(append(out, old[:i]...), section...), old[j+len(pgwEnd):]...)
+		out = append(append(append(out, old[:i]...), section...), old[j+len(end):]...)
 	} else {
 		out = append(append(append(out, old...), '\n'), section...)
 	}

@@ -51,7 +51,7 @@ func TestSplice(t *testing.T) {
 	if err := os.WriteFile(p, []byte("head\n"+pgwBegin+"old\n"+pgwEnd+"tail\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := splice(p, pgwBegin+"new\n"+pgwEnd); err != nil {
+	if err := splice(p, pgwBegin, pgwEnd, pgwBegin+"new\n"+pgwEnd); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(p)
@@ -61,7 +61,7 @@ func TestSplice(t *testing.T) {
 	if err := os.WriteFile(p, []byte("head\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := splice(p, pgwBegin+"new\n"+pgwEnd); err != nil {
+	if err := splice(p, pgwBegin, pgwEnd, pgwBegin+"new\n"+pgwEnd); err != nil {
 		t.Fatal(err)
 	}
 	b, _ = os.ReadFile(p)

@@ -117,6 +117,8 @@ func Run(job Job) (res Result) {
 		err = gatewayRun(ctx, job, &res)
 	case "inproc":
 		err = inProcess(ctx, job, &res)
+	case "ranged":
+		err = ranged(ctx, job, &res)
 	default:
 		err = fmt.Errorf("unknown scenario %q", job.Scenario)
 	}
