@@ -121,12 +121,13 @@ bench: bench-portkey
 # The Node gateway of the peer gateway scenario (bench/internal/peergw):
 # @portkey-ai/gateway pinned exactly by bench/internal/peergw/testdata/npm
 # and installed with npm ci into .cache/npm-portkey (gitignored), once per
-# lock file. Without it the scenario reports Portkey's cases as not run.
+# lock file. Without npm it says so and goes on: the scenario then reports
+# Portkey's cases as not run.
 PORTKEY_NPM_PINS = bench/internal/peergw/testdata/npm
 PORTKEY_NPM_DIR  = .cache/npm-portkey
 bench-portkey:
 	@if ! cmp -s $(PORTKEY_NPM_PINS)/package-lock.json $(PORTKEY_NPM_DIR)/package-lock.json || [ ! -d $(PORTKEY_NPM_DIR)/node_modules/@portkey-ai/gateway ]; then \
-		command -v npm >/dev/null 2>&1 || { echo "bench-portkey: npm is needed (Node.js)"; exit 1; }; \
+		command -v npm >/dev/null 2>&1 || { echo "bench-portkey: no npm (Node.js): the peer gateway scenario reports Portkey as not run"; exit 0; }; \
 		rm -rf $(PORTKEY_NPM_DIR) && mkdir -p $(PORTKEY_NPM_DIR) && \
 		cp $(PORTKEY_NPM_PINS)/package.json $(PORTKEY_NPM_PINS)/package-lock.json $(PORTKEY_NPM_DIR)/ && \
 		npm ci --prefix $(PORTKEY_NPM_DIR) --no-audit --no-fund --loglevel=error; \
