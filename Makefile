@@ -4,7 +4,7 @@ TEST_TIMEOUT ?= 900s
 FUZZTIME     ?= 10m
 PKGS         ?= ./...
 
-.PHONY: test apidiff jaeger vet race race-cluster conformance bench bench-check gobench fuzz lint e2e proto proto-check mcp-servers sdk-clients sdk-go integrations
+.PHONY: test apidiff jaeger vet race race-cluster conformance bench bench-portkey bench-gateways bench-check gobench fuzz lint e2e proto proto-check mcp-servers sdk-clients sdk-go integrations
 
 test: mcp-servers sdk-clients sdk-go integrations jaeger vet race race-cluster conformance
 
@@ -115,8 +115,31 @@ apidiff:
 
 # Benchmarks report numbers; they never fail the build.
 # make bench: the peer comparison and soak (bench/, its own module) -> bench/RESULTS.md, bench/ratios.png
-bench:
+bench: bench-portkey
 	cd bench && $(GO) run ./cmd/benchrun -out RESULTS.md -json RESULTS.json
+
+# The Node gateway of the peer gateway scenario (bench/internal/peergw):
+# @portkey-ai/gateway pinned exactly by bench/internal/peergw/testdata/npm
+# and installed with npm ci into .cache/npm-portkey (gitignored), once per
+# lock file. Without npm it says so and goes on: the scenario then reports
+# Portkey's cases as not run.
+PORTKEY_NPM_PINS = bench/internal/peergw/testdata/npm
+PORTKEY_NPM_DIR  = .cache/npm-portkey
+bench-portkey:
+	@if ! cmp -s $(PORTKEY_NPM_PINS)/package-lock.json $(PORTKEY_NPM_DIR)/package-lock.json || [ ! -d $(PORTKEY_NPM_DIR)/node_modules/@portkey-ai/gateway ]; then \
+		command -v npm >/dev/null 2>&1 || { echo "bench-portkey: no npm (Node.js): the peer gateway scenario reports Portkey as not run"; exit 0; }; \
+		rm -rf $(PORTKEY_NPM_DIR) && mkdir -p $(PORTKEY_NPM_DIR) && \
+		cp $(PORTKEY_NPM_PINS)/package.json $(PORTKEY_NPM_PINS)/package-lock.json $(PORTKEY_NPM_DIR)/ && \
+		npm ci --prefix $(PORTKEY_NPM_DIR) --no-audit --no-fund --loglevel=error; \
+	fi
+
+# make bench-gateways: the peer gateway scenario alone (Chorus's gateway, a
+# reverse proxy and Portkey on one upstream, HTTP/1.1 and h2c, buffered and
+# streamed; about 4 minutes), replacing only its section of
+# bench/RESULTS.md. Not run by CI. PEERGW_PROFILE=DIR also has Chorus's
+# gateway write a CPU profile of each case there.
+bench-gateways: bench-portkey
+	cd bench && $(GO) run ./cmd/benchrun -only peergw -soak 0 -splice -out RESULTS.md $(if $(PEERGW_PROFILE),-peergw-profile $(PEERGW_PROFILE))
 
 # make bench-check: the bench module (its own go.mod) vetted and its tests run
 # in short mode (scenarios on tiny sizes, no peer run, no report). CI runs it.
@@ -144,6 +167,7 @@ FUZZ_TARGETS = \
 	./providers/openai:FuzzResponsesBuffered \
 	./providers/openai:FuzzStreamDecoder \
 	./providers/openai:FuzzParseChatFast \
+	./providers/openai:FuzzDecodeChatFast \
 	./providers/openai:FuzzAppendChat \
 	./providers/anthropic:FuzzAnthropicStream \
 	./providers/anthropic:FuzzAnthropicBuffered \

@@ -268,9 +268,9 @@ const benchStreamBody = `{"model":"` + benchModel + `","messages":[{"role":"user
 
 func benchStreamLoopback(b *testing.B, tcp bool) {
 	h := benchHandler(b, benchRuntime(b, tcp), gateway.Options{})
-	var flushes, writes atomic.Int64
+	var flushes, writes, firstFlush atomic.Int64
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.ServeHTTP(&flushCounter{ResponseWriter: w, n: &flushes}, r)
+		h.ServeHTTP(&flushCounter{ResponseWriter: w, n: &flushes, first: &firstFlush, start: time.Now()}, r)
 	}))
 	srv.Listener = &writeCountListener{Listener: srv.Listener, n: &writes}
 	srv.Start()
@@ -278,7 +278,9 @@ func benchStreamLoopback(b *testing.B, tcp bool) {
 	hc := srv.Client()
 	defer hc.CloseIdleConnections()
 	br := bufio.NewReaderSize(nil, 4096)
+	var firstDelta time.Duration // summed over the streams timed
 	stream := func() error {
+		t0 := time.Now()
 		resp, err := benchPost(hc, srv.URL, benchStreamBody)
 		if err != nil {
 			return err
@@ -288,13 +290,15 @@ func benchStreamLoopback(b *testing.B, tcp bool) {
 			return fmt.Errorf("status %d", resp.StatusCode)
 		}
 		br.Reset(resp.Body)
-		return countSSE(br)
+		return countSSE(br, func() { firstDelta += time.Since(t0) })
 	}
 	if err := stream(); err != nil {
 		b.Fatal(err)
 	}
 	flushes.Store(0)
 	writes.Store(0)
+	firstFlush.Store(0)
+	firstDelta = 0
 	p := startPerUnit(b, "delta", benchDeltas)
 	for b.Loop() {
 		if err := stream(); err != nil {
@@ -304,6 +308,13 @@ func benchStreamLoopback(b *testing.B, tcp bool) {
 	p.stop()
 	b.ReportMetric(float64(flushes.Load())/float64(b.N*benchDeltas), "flushes/delta")
 	b.ReportMetric(float64(writes.Load())/float64(b.N*benchDeltas), "writes/delta")
+	// Wall time from the request's send to its first delta's line, on an
+	// idle connection: what a client waits for the first token (the
+	// in-process upstream answers at once).
+	b.ReportMetric(float64(firstDelta.Nanoseconds())/float64(b.N), "first-delta-ns")
+	// The handler's own part of it, from its start to the end of its first
+	// flush (the client, in this process, may wait longer for a processor).
+	b.ReportMetric(float64(firstFlush.Load())/float64(b.N), "first-flush-ns")
 }
 
 // writeCountListener counts the writes to its connections: the server's
@@ -368,16 +379,24 @@ func benchStreamHandler(b *testing.B, tcp bool, path, body string) {
 type flushCounter struct {
 	http.ResponseWriter
 	n *atomic.Int64
+	// first, when set, adds the time from start to the end of the first
+	// flush: the gateway's own time to its first frame on the wire.
+	first *atomic.Int64
+	start time.Time
 }
 
 func (f *flushCounter) Flush() {
 	f.n.Add(1)
 	f.ResponseWriter.(http.Flusher).Flush()
+	if f.first != nil {
+		f.first.Add(int64(time.Since(f.start)))
+		f.first = nil
+	}
 }
 
 // countSSE reads an OpenAI chunk stream to its [DONE], checking that it
 // held benchDeltas content deltas.
-func countSSE(br *bufio.Reader) error {
+func countSSE(br *bufio.Reader, first func()) error {
 	n := 0
 	for {
 		line, err := br.ReadSlice('\n')
@@ -392,6 +411,9 @@ func countSSE(br *bufio.Reader) error {
 			break
 		}
 		if i := bytes.Index(d, []byte(`"content":"`)); i >= 0 && d[i+len(`"content":"`)] != '"' {
+			if n == 0 {
+				first()
+			}
 			n++
 		}
 	}

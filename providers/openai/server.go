@@ -149,6 +149,15 @@ func DecodeServerChat(body []byte) (*ServerChat, error) { return DecodeChatReque
 // It is the one decoder of OpenAI chat request bodies: the gateway, "chorus
 // batch" and the gateway's batches read them through it.
 func DecodeChatRequest(body []byte, requireModel bool) (*ServerChat, error) {
+	if out, ok := decodeChatFast(body, requireModel); ok {
+		return out, nil
+	}
+	return decodeChatSlow(body, requireModel)
+}
+
+// decodeChatSlow is DecodeChatRequest by encoding/json: every request
+// decodeChatFast does not take.
+func decodeChatSlow(body []byte, requireModel bool) (*ServerChat, error) {
 	var b serverBody
 	if err := json.Unmarshal(body, &b); err != nil {
 		return nil, jsonFieldError(err, "is not a chat completion request")

@@ -17,6 +17,7 @@ import (
 
 	"github.com/chorusrt/chorus/bench/internal/clients"
 	"github.com/chorusrt/chorus/bench/internal/corpus"
+	"github.com/chorusrt/chorus/bench/internal/peergw"
 	"github.com/chorusrt/chorus/bench/internal/scenario"
 	"github.com/chorusrt/chorus/bench/internal/server"
 	"github.com/chorusrt/chorus/bench/internal/soak"
@@ -50,6 +51,10 @@ type params struct {
 	GWDuration          time.Duration
 	GWStreams, GWDeltas int
 
+	PGW pgwParams
+
+	Ranged rangedParams
+
 	Soak soak.Config
 }
 
@@ -64,7 +69,9 @@ func fullParams() params {
 		BatchRequests: 10000, BatchConc: 256,
 		TLSConcSize: 1000, TLSConcDeltas: 200, TLSRuns: 1,
 		GWRates: []int{1000, 5000}, GWDuration: 2 * time.Second, GWStreams: 10, GWDeltas: 1000,
-		Soak: soak.Config{Duration: 45 * time.Second, Streams: 2000, FaultRate: 0.05},
+		PGW:    pgwParams{Requests: 2000, Streams: 200, Deltas: 100, Concurrency: 32, Duration: 3 * time.Second},
+		Ranged: rangedParams{Streams: 200, Deltas: 200, Repeats: 3},
+		Soak:   soak.Config{Duration: 45 * time.Second, Streams: 2000, FaultRate: 0.05},
 	}
 }
 
@@ -79,6 +86,8 @@ func quickParams() params {
 	p.BatchRequests = 2000
 	p.GWDuration, p.GWStreams, p.GWDeltas = 500*time.Millisecond, 3, 300
 	p.TLSConcSize, p.TLSConcDeltas = 100, 100
+	p.PGW = pgwParams{Requests: 200, Streams: 20, Deltas: 50, Concurrency: 32, Duration: 500 * time.Millisecond}
+	p.Ranged = rangedParams{Streams: 200, Deltas: 50, Repeats: 1}
 	p.Soak = soak.Config{Duration: 10 * time.Second, Streams: 300, FaultRate: 0.05}
 	return p
 }
@@ -114,6 +123,10 @@ type runner struct {
 	flags   []string             // figures where Chorus beat its floor (report)
 	loadEnd string               // load average when the measurements ended
 	dates   map[string]time.Time // when each scenario was measured, where not date (merged dumps)
+
+	portkeyDir string   // where @portkey-ai/gateway is installed (peergw)
+	pgwProfile string   // where Chorus's gateway writes CPU profiles (peergw)
+	pgwOnly    []string // the gateways measured (peergw; all when empty)
 }
 
 // dump is everything a report is made of, written with -json and read
@@ -186,6 +199,9 @@ func merge(ds []dump) dump {
 }
 
 func main() {
+	if peergw.MaybeServe() { // a server process of the peer gateway scenario
+		return
+	}
 	child := flag.String("child", "", "internal: run one job (JSON) and print its result")
 	soakChild := flag.String("soak-child", "", "internal: run the soak (JSON config) and print its report")
 	out := flag.String("out", "RESULTS.md", "report to write")
@@ -197,6 +213,10 @@ func main() {
 	from := flag.String("from", "", "render the report from a -json dump instead of measuring; a,b merges dumps, each scenario from the last that has it")
 	runs := flag.Int("runs", 0, "runs per macro figure (default 3, 1 with -quick)")
 	only2 := flag.String("clients", "", "comma-separated client labels to run, e.g. 'chorus,genai (gemini)' (default all)")
+	portkey := flag.String("portkey", "../.cache/npm-portkey", "where @portkey-ai/gateway is installed (make bench-gateways installs it)")
+	pgwProfile := flag.String("peergw-profile", "", "a folder: Chorus's gateway and the proxy write a CPU profile of each peer gateway case there")
+	pgwOnly := flag.String("peergw-gateways", "", "comma-separated gateways of the peer gateway scenario to measure besides direct (proxy,chorus,portkey; default all)")
+	spliceOut := flag.Bool("splice", false, "replace only the sections measured (the peer gateway section) in the existing -out report")
 	flag.Parse()
 
 	if *child != "" {
@@ -256,7 +276,10 @@ func main() {
 		fatal(err)
 	}
 	defer srv.Close()
-	r := &runner{p: p, srv: srv, self: self, timing: map[string]time.Duration{}, log: os.Stderr, machine: sysinfo.ReadMachine(), quick: *quick}
+	r := &runner{p: p, srv: srv, self: self, timing: map[string]time.Duration{}, log: os.Stderr, machine: sysinfo.ReadMachine(), quick: *quick, portkeyDir: *portkey, pgwProfile: *pgwProfile}
+	if *pgwOnly != "" {
+		r.pgwOnly = strings.Split(*pgwOnly, ",")
+	}
 	if *only2 != "" {
 		r.clients = strings.Split(*only2, ",")
 	}
@@ -272,6 +295,7 @@ func main() {
 		{"fanout", r.fanout}, {"ratelimit", r.rateLimit}, {"batch", r.batch},
 		{"tls", r.tls}, {"gateway", r.gateway}, {"gatewaylog", r.gatewayLog}, {"gatewayfleet", r.gatewayFleet}, {"inproc", r.inproc}, {"frameworks", r.frameworks},
 		{"route", r.route}, {"cache", r.cache}, // gobench.go
+		{"peergw", r.peerGateways}, {"ranged", r.rangedStreams},
 	}
 	for _, s := range steps {
 		if want(s.name) {
@@ -296,6 +320,23 @@ func main() {
 		if err := os.WriteFile(*jsonOut, b, 0o644); err != nil {
 			fatal(err)
 		}
+	}
+	if *spliceOut {
+		for _, sec := range []struct {
+			name, begin, end string
+			render           func(*strings.Builder)
+		}{{"peergw", pgwBegin, pgwEnd, r.sectionPeerGW}, {"ranged", rangedBegin, rangedEnd, r.sectionRanged}} {
+			if !want(sec.name) {
+				continue
+			}
+			var b strings.Builder
+			sec.render(&b)
+			if err := splice(*out, sec.begin, sec.end, b.String()); err != nil {
+				fatal(err)
+			}
+			r.logf("replaced the %s section of %s", sec.name, *out)
+		}
+		return
 	}
 	r.write(*out, *pngOut, soakRep)
 }

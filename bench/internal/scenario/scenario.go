@@ -121,6 +121,8 @@ func Run(job Job) (res Result) {
 		err = gatewayFleetRun(ctx, job, &res)
 	case "inproc":
 		err = inProcess(ctx, job, &res)
+	case "ranged":
+		err = ranged(ctx, job, &res)
 	default:
 		err = fmt.Errorf("unknown scenario %q", job.Scenario)
 	}
