@@ -21,6 +21,8 @@ import (
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/labstack/echo"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/chorusrt/chorus/internal/actorkit"
 	"github.com/chorusrt/chorus/llm"
@@ -36,6 +38,13 @@ type Config struct {
 	// Bind is this node's actor address, host:port (gRPC). The membership
 	// health endpoint listens on MembershipPort of the same host.
 	Bind string
+	// Advertise is the address (host:port) the other members and clients
+	// dial to reach this node, when it is not Bind: a container's mapped
+	// port, an address behind NAT, a proxy in front of the node. The node
+	// is known by it (Address, Members), and its membership endpoint is
+	// its port plus MembershipOffset, forwarded to Bind's likewise.
+	// Empty: Bind.
+	Advertise string
 	// Peers are the actor addresses (host:port) of the cluster's members,
 	// this node's own included or not: the static member list. Each peer's
 	// membership endpoint is its port plus one unless MembershipOffset says
@@ -73,6 +82,11 @@ type Config struct {
 	// a SERVER span on the session's node, one trace (sessiontrace.go).
 	// Nil: Sessions.Telemetry, else the global providers.
 	Telemetry *telemetry.Telemetry
+
+	// dial, when set (tests), opens the node's outgoing actor connections
+	// (gRPC) instead of a plain TCP dial: a test routes each link through
+	// a fault proxy of its own.
+	dial func(ctx context.Context, addr string) (net.Conn, error)
 }
 
 // Node is one member (or client) of a Chorus cluster.
@@ -157,6 +171,10 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	n.base, n.cancel = context.WithCancel(context.Background())
 
 	host, port, _ := splitHostPort(cfg.Bind)
+	advHost, advPort := host, port
+	if cfg.Advertise != "" {
+		advHost, advPort, _ = splitHostPort(cfg.Advertise)
+	}
 	l := log.With(slog.String("component", "protoactor"))
 	// The node owns its actor system, unlike a runtime or a session
 	// manager, which share the process's: Proto.Actor's remote and cluster
@@ -196,8 +214,11 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	hosts := make([]string, 0, len(cfg.Peers)+1)
 	seen := map[string]bool{}
+	// A member checks its own health at Bind: a peer list that names its
+	// advertised address (one list for every member) does not count it
+	// twice, nor make it depend on the way in that others use.
 	for _, p := range append([]string{cfg.Bind}, cfg.Peers...) {
-		if cfg.Client && p == cfg.Bind {
+		if cfg.Client && p == cfg.Bind || cfg.Advertise != "" && p == cfg.Advertise {
 			continue
 		}
 		h, pp, _ := splitHostPort(p)
@@ -209,14 +230,24 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	var provider pcluster.ClusterProvider = cfg.Membership
 	if provider == nil {
-		p, err := n.automanaged(host, port, hosts)
+		p, err := n.automanaged(host, port, advHost, advPort, hosts)
 		if err != nil {
 			n.shutdownLocal()
 			return nil, err
 		}
 		provider = p
 	}
-	rcfg := remote.Configure(host, port)
+	var ropts []remote.ConfigOption
+	if cfg.Advertise != "" {
+		ropts = append(ropts, remote.WithAdvertisedHost(cfg.Advertise))
+	}
+	if cfg.dial != nil {
+		ropts = append(ropts, remote.WithDialOptions(
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithContextDialer(cfg.dial),
+		))
+	}
+	rcfg := remote.Configure(host, port, ropts...)
 	ccfg := pcluster.Configure(cfg.Name, provider, disthash.New(), rcfg,
 		pcluster.WithKinds(kinds...),
 		pcluster.WithRequestTimeout(10*time.Second),
@@ -259,8 +290,9 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 
 // automanaged is the default membership: automanaged's own HTTP health
 // check, but listening on the bind host only (automanaged alone listens on
-// every interface) and without echo's start-up banner on stdout.
-func (n *Node) automanaged(host string, port int, hosts []string) (pcluster.ClusterProvider, error) {
+// every interface) and without echo's start-up banner on stdout. The node
+// it reports is the advertised address.
+func (n *Node) automanaged(host string, port int, advHost string, advPort int, hosts []string) (pcluster.ClusterProvider, error) {
 	cfg := n.cfg
 	mport := port + cfg.MembershipOffset
 	health := echo.New()
@@ -272,7 +304,7 @@ func (n *Node) automanaged(host string, port int, hosts []string) (pcluster.Clus
 		}
 		health.Listener = ln
 		health.GET("/_health", func(c echo.Context) error {
-			return c.JSON(http.StatusOK, automanaged.NewNode(cfg.Name, n.sys.ID, host, port, mport, n.cl.GetClusterKinds()))
+			return c.JSON(http.StatusOK, automanaged.NewNode(cfg.Name, n.sys.ID, advHost, advPort, advPort+cfg.MembershipOffset, n.cl.GetClusterKinds()))
 		})
 	}
 	return automanaged.NewWithTesting(cfg.RefreshInterval, mport, health, hosts...), nil
@@ -300,6 +332,11 @@ func (c *Config) validate() error {
 	}
 	if _, _, err := splitHostPort(c.Bind); err != nil {
 		return &llm.ConfigError{Field: "cluster.Bind", Msg: err.Error()}
+	}
+	if c.Advertise != "" {
+		if _, _, err := splitHostPort(c.Advertise); err != nil {
+			return &llm.ConfigError{Field: "cluster.Advertise", Msg: err.Error()}
+		}
 	}
 	for i, p := range c.Peers {
 		if _, _, err := splitHostPort(p); err != nil {
