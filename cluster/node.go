@@ -23,6 +23,7 @@ import (
 	"github.com/labstack/echo"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/chorusrt/chorus/internal/actorkit"
 	"github.com/chorusrt/chorus/llm"
@@ -128,6 +129,12 @@ type Node struct {
 	// gate guards wg against an Add after Close began waiting.
 	gate    sync.Mutex
 	leaving bool
+
+	// endpoints are the addresses this node's remote connected to (its
+	// endpoint writers), closed one by one before the remote stops
+	// (closeEndpoints).
+	emu       sync.Mutex
+	endpoints map[string]int // connects per address
 
 	closeOnce sync.Once
 	closeErr  error
@@ -255,6 +262,15 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	)
 	n.cl = pcluster.New(n.sys, ccfg)
 	n.sys.EventStream.Subscribe(func(evt any) {
+		if c, ok := evt.(*remote.EndpointConnectedEvent); ok {
+			n.emu.Lock()
+			if n.endpoints == nil {
+				n.endpoints = map[string]int{}
+			}
+			n.endpoints[c.Address]++
+			n.emu.Unlock()
+			return
+		}
 		t, ok := evt.(*pcluster.ClusterTopology)
 		if !ok {
 			return
@@ -490,14 +506,61 @@ func (n *Node) stopCluster() {
 
 // leaveCluster is the leave itself, a variable so that a test can make it
 // panic the way Proto.Actor does.
+//
+// It is Proto.Actor's graceful Cluster.Shutdown step for step but for its
+// last, the remote's graceful Shutdown, which stops the endpoint manager:
+// that sets the manager's connection map to nil while the receive
+// goroutine of a connection that just broke (a peer leaving at the same
+// moment, a link cut) may still publish its EndpointTerminatedEvent, whose
+// handler then reads the nil map and panics in that goroutine, beyond any
+// recover, killing the process. Here the endpoint manager is never
+// stopped: each connection the remote opened is closed through the
+// manager while its map is alive (closeEndpoints), then the gRPC server
+// stops. No goroutine can reach the nil map, because it is never nil
+// (TestCloseNeverPanics).
 var leaveCluster = func(n *Node) {
+	c := n.cl
 	if !n.cfg.Client {
-		n.cl.Shutdown(true) // stops the actor system too
-		return
+		c.Gossip.SetState(pcluster.GracefullyLeftKey, &emptypb.Empty{})
+		c.ActorSystem.Shutdown()
+		_ = c.Config.ClusterProvider.Shutdown(true)
+		c.IdentityLookup.Shutdown()
+		time.Sleep(2 * time.Second) // Proto.Actor's wait for ownership to move
+		c.Gossip.Shutdown()
+	} else {
+		_ = c.Config.ClusterProvider.Shutdown(true)
+		n.sys.Shutdown()
 	}
-	_ = n.cl.Config.ClusterProvider.Shutdown(true)
-	n.sys.Shutdown()
-	n.cl.Remote.Shutdown(true)
+	n.closeEndpoints()
+	c.Remote.Shutdown(false)
+}
+
+// closeEndpoints closes every connection the remote opened, the way the
+// remote closes one whose peer went away (an EndpointTerminatedEvent:
+// the manager forgets it and stops its writer, which closes the gRPC
+// connection), and waits a moment for each writer's receive goroutine to
+// see its stream end. A connection opened meanwhile is closed by the next
+// round.
+func (n *Node) closeEndpoints() {
+	closed := map[string]int{}
+	for range 5 {
+		n.emu.Lock()
+		open := map[string]int{}
+		for a, k := range n.endpoints {
+			if k > closed[a] {
+				open[a] = k
+			}
+		}
+		n.emu.Unlock()
+		if len(open) == 0 {
+			return
+		}
+		for a, k := range open {
+			closed[a] = k
+			n.sys.EventStream.Publish(&remote.EndpointTerminatedEvent{Address: a})
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // stopRemote stops the remote's gRPC server at once (Proto.Actor's
