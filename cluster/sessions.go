@@ -379,8 +379,11 @@ func (n *Node) sessionCall(ctx context.Context, id string, req *clusterpb.Sessio
 			return nil, &ProtocolError{Msg: fmt.Sprintf("unexpected session reply %T", r)}
 		}
 		err = fromFailure(m.Err)
-		if errors.Is(err, session.ErrClosed) && try < 20 {
-			// The session's node is leaving and refused before doing
+		if (errors.Is(err, session.ErrClosed) || errors.Is(err, store.ErrLeaseHeld)) && try < 20 {
+			// The session's node is leaving, or could not take the lease
+			// another member still holds (the members disagree on the
+			// session's owner while membership changes: a member joined,
+			// or a partition split the cluster), and refused before doing
 			// anything: ask its next activation.
 			n.forget(id, kindSession, pid)
 			if !sleepCtx(ctx, 200*time.Millisecond) {
