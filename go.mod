@@ -3,6 +3,7 @@ module github.com/chorusrt/chorus
 go 1.26.0
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/asynkron/protoactor-go v0.0.0-20240822202345-3c0e61ca19c9
 	github.com/chromedp/chromedp v0.23.0
 	github.com/jackc/pgx/v5 v5.13.0

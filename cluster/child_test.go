@@ -40,6 +40,9 @@ type childSpec struct {
 	// Routes maps a peer's actor address to the address this member
 	// dials for it (a fault proxy of the test's, one per directed link).
 	Routes map[string]string
+	// History, when set, is the file the member records its lease and
+	// journal operations in (history_test.go).
+	History string
 }
 
 // runChild runs a node until SIGTERM (a clean Close) or SIGKILL.
@@ -55,7 +58,16 @@ func runChild() int {
 		fmt.Fprintln(os.Stderr, "child: journal:", err)
 		return 2
 	}
-	defer j.Close()
+	var lj store.LeasingJournal = j
+	if spec.History != "" {
+		h, err := newHistJournal(j, spec.History, fmt.Sprintf("%s#%d", spec.Bind, os.Getpid()))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "child: history:", err)
+			return 2
+		}
+		lj = h
+	}
+	defer lj.Close()
 	l := &ledger{path: spec.Ledger}
 	no := false
 	cfg := Config{
@@ -65,7 +77,7 @@ func runChild() int {
 			runtime.WithTimeout(60 * time.Second),
 		},
 		Sessions: &session.Options{
-			Journal: j, ModelName: "fake/m", Tools: testTools(l, spec.Pause),
+			Journal: lj, ModelName: "fake/m", Tools: testTools(l, spec.Pause),
 			Policy:       map[string]session.ToolPolicy{"refund": {RequireApproval: &no}},
 			RetryBackoff: 10 * time.Millisecond,
 		},

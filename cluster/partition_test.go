@@ -85,6 +85,7 @@ func runPostgresFault(t *testing.T, behind int, fault func(*faultproxy.Proxy), l
 	}
 	defer proxy.Close()
 	l := &ledger{path: filepath.Join(t.TempDir(), "ledger")}
+	history := filepath.Join(t.TempDir(), "history")
 
 	addrs := freeAddrs(t, 4)
 	members, clientAddr := addrs[:3], addrs[3]
@@ -93,7 +94,7 @@ func runPostgresFault(t *testing.T, behind int, fault func(*faultproxy.Proxy), l
 	specs := make([]childSpec, len(members))
 	for i, a := range members {
 		specs[i] = childSpec{Name: "partition", Bind: a, Peers: members, DSN: dsn, Provider: srv.OpenAIBaseURL(),
-			Ledger: l.path, Pause: 2 * time.Second, LeaseTTL: ttl}
+			Ledger: l.path, Pause: 2 * time.Second, LeaseTTL: ttl, History: history}
 		if i < behind {
 			specs[i].DSN = viaProxy(t, dsn, proxy)
 		}
@@ -118,6 +119,7 @@ func runPostgresFault(t *testing.T, behind int, fault func(*faultproxy.Proxy), l
 	proxy.Heal()
 
 	refunds, notes := checkSessionHistory(t, ctx, ss, ids, l)
+	t.Logf("checked: %v", checkHistory(t, history, dsn))
 	st := proxy.Stats()
 	t.Logf("history: %d sessions, %d refunds, %d notes in the ledger checked; the proxy partitioned %d time(s), reset %d and refused %d connections, carried %d/%d bytes over %d",
 		len(ids), refunds, notes, st.Partitions, st.Resets, st.Refused, st.BytesUp, st.BytesDown, st.Accepted)
@@ -211,6 +213,7 @@ func TestMemberPartitionedFromTheOthers(t *testing.T) {
 	rec := newRecorder(srv.URL)
 	defer rec.Close()
 	l := &ledger{path: filepath.Join(t.TempDir(), "ledger")}
+	history := filepath.Join(t.TempDir(), "history")
 
 	addrs := freeAddrs(t, 4+6)
 	members, clientAddr := addrs[:3], addrs[3]
@@ -219,7 +222,7 @@ func TestMemberPartitionedFromTheOthers(t *testing.T) {
 	specs := make([]childSpec, len(members))
 	for i, a := range members {
 		specs[i] = childSpec{Name: "split", Bind: a, DSN: dsn, Provider: rec.URL + "/v1",
-			Ledger: l.path, Pause: 2 * time.Second, LeaseTTL: ttl}
+			Ledger: l.path, Pause: 2 * time.Second, LeaseTTL: ttl, History: history}
 	}
 	m := newMesh(t, members, addrs[4:], specs)
 	children, client := startMembers(t, ctx, specs, clientAddr)
@@ -277,6 +280,7 @@ func TestMemberPartitionedFromTheOthers(t *testing.T) {
 			t.Fatalf("custom_id %s answered %q", id, a)
 		}
 	}
+	t.Logf("checked: %v", checkHistory(t, history, dsn))
 	late, busiest, total := rec.splitCost(window, cut, rejoined.Add(window))
 	parts, bytes := m.stats()
 	t.Logf("history: %d sessions, %d refunds and %d notes in the ledger, %d batch custom_ids once each, %d provider answers checked; the mesh partitioned %d links, carried %d bytes",
