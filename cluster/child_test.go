@@ -43,6 +43,8 @@ type childSpec struct {
 	// History, when set, is the file the member records its lease and
 	// journal operations in (history_test.go).
 	History string
+	// Skew is how far the member's clock is off the real one.
+	Skew time.Duration
 }
 
 // runChild runs a node until SIGTERM (a clean Close) or SIGKILL.
@@ -86,6 +88,9 @@ func runChild() int {
 		var level slog.Level
 		_ = level.UnmarshalText([]byte(lv))
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	}
+	if spec.Skew != 0 {
+		cfg.clock = func() time.Time { return time.Now().Add(spec.Skew) }
 	}
 	if len(spec.Routes) > 0 {
 		cfg.dial = func(ctx context.Context, addr string) (net.Conn, error) {

@@ -88,6 +88,9 @@ type Config struct {
 	// (gRPC) instead of a plain TCP dial: a test routes each link through
 	// a fault proxy of its own.
 	dial func(ctx context.Context, addr string) (net.Conn, error)
+	// clock, when set (tests), is the node's clock, skewed from the real
+	// one: see Node.toWire for where a node's clock matters.
+	clock func() time.Time
 }
 
 // Node is one member (or client) of a Chorus cluster.

@@ -183,17 +183,19 @@ func (h *sessionHost) acquire(ctx context.Context, id string) error {
 	if h.leased.Holds(id) {
 		return nil
 	}
-	deadline := time.Now().Add(2*h.ttl + time.Second)
+	deadline := h.n.now().Add(2*h.ttl + time.Second)
 	for {
 		_, err := h.leased.Acquire(ctx, id)
 		if err == nil {
 			return nil
 		}
 		var held *store.LeaseHeldError
-		if !errors.As(err, &held) || time.Now().After(deadline) {
+		if !errors.As(err, &held) || h.n.now().After(deadline) {
 			return err
 		}
-		wait := time.Until(held.Expires) + 20*time.Millisecond
+		// Expires is PostgreSQL's clock, read on the node's: a skewed
+		// clock waits too long or too little, within the bounds below.
+		wait := held.Expires.Sub(h.n.now()) + 20*time.Millisecond
 		if wait < 20*time.Millisecond || wait > h.ttl {
 			wait = 100 * time.Millisecond
 		}
