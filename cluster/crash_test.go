@@ -146,11 +146,16 @@ func runSIGKILL(t *testing.T, name string, skews []time.Duration) {
 // most 8 at once, and reports each answer once (Chat runs an item whose
 // node was lost again).
 func runTestBatch(ctx context.Context, n *Node, items int, report func(id, answer string)) error {
+	return runTestBatchIDs(ctx, n, "", items, report)
+}
+
+// runTestBatchIDs is runTestBatch with custom_ids prefix+"b000"...
+func runTestBatchIDs(ctx context.Context, n *Node, prefix string, items int, report func(id, answer string)) error {
 	sem := make(chan struct{}, 8)
 	errs := make(chan error, items)
 	var wg sync.WaitGroup
 	for i := range items {
-		id := fmt.Sprintf("b%03d", i)
+		id := prefix + fmt.Sprintf("b%03d", i)
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
