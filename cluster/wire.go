@@ -332,7 +332,7 @@ func (n *Node) skew() time.Duration {
 	if n.cfg.clock == nil {
 		return 0
 	}
-	return n.cfg.clock().Sub(time.Now())
+	return time.Until(n.cfg.clock())
 }
 
 func unixNano(t time.Time) int64 {
