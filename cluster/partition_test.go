@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -204,6 +205,44 @@ func (m *mesh) stats() (partitions int, bytes int64) {
 //     rejoined, and no trailing window saw more requests than the two
 //     sides may grant.
 func TestMemberPartitionedFromTheOthers(t *testing.T) {
+	runMemberFault(t, "split", "cutting %s off from the other members", func(m *mesh, i int) { m.isolate(i) })
+}
+
+// TestFlappingMemberLink: the same scenario, the budget owner's links to
+// the other members flapping (silent, then passing, every 100-500 ms)
+// for three lease lengths; the same checks hold.
+func TestFlappingMemberLink(t *testing.T) {
+	runMemberFault(t, "flap", "flapping the links of %s to the other members", func(m *mesh, i int) {
+		rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+		for end := time.Now().Add(3 * 1500 * time.Millisecond); time.Now().Before(end); {
+			m.isolate(i)
+			time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
+			m.healAll()
+			time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
+		}
+		m.isolate(i) // held as the other faults are, for runMemberFault's heal
+	})
+}
+
+// TestSlowMember: the same scenario, every link between the budget owner
+// and the other members at 2 s each way (plus up to 200 ms), longer than
+// the membership's health check waits; the same checks hold.
+func TestSlowMember(t *testing.T) {
+	runMemberFault(t, "slow", "slowing the links of %s to the other members to 2 s", func(m *mesh, i int) {
+		for k, lp := range m.links {
+			if k[0] == i || k[1] == i {
+				lp.actor.SetLatency(2*time.Second, 200*time.Millisecond)
+				lp.membership.SetLatency(2*time.Second, 200*time.Millisecond)
+			}
+		}
+	})
+}
+
+// runMemberFault runs the scenario of TestMemberPartitionedFromTheOthers
+// with fault applied to the budget owner's links (what says what it does,
+// with the member's address) for three lease lengths (a fault that returns
+// sooner is held until then), then healed.
+func runMemberFault(t *testing.T, name, what string, fault func(m *mesh, victim int)) {
 	dsn := pgDSN(t)
 	const window, limit = time.Second, 15
 	const ttl = 1500 * time.Millisecond
@@ -221,7 +260,7 @@ func TestMemberPartitionedFromTheOthers(t *testing.T) {
 	defer cancel()
 	specs := make([]childSpec, len(members))
 	for i, a := range members {
-		specs[i] = childSpec{Name: "split", Bind: a, DSN: dsn, Provider: rec.URL + "/v1",
+		specs[i] = childSpec{Name: name, Bind: a, DSN: dsn, Provider: rec.URL + "/v1",
 			Ledger: l.path, Pause: 2 * time.Second, LeaseTTL: ttl, History: history}
 	}
 	m := newMesh(t, members, addrs[4:], specs)
@@ -235,7 +274,7 @@ func TestMemberPartitionedFromTheOthers(t *testing.T) {
 	ss := client.Sessions()
 	ids := make([]string, 12)
 	for i := range ids {
-		ids[i] = fmt.Sprintf("split-%02d", i)
+		ids[i] = fmt.Sprintf("%s-%02d", name, i)
 		if err := ss.Send(ctx, ids[i], llm.UserText("refund order 7")); err != nil {
 			t.Fatalf("send %s: %v", ids[i], err)
 		}
@@ -259,10 +298,10 @@ func TestMemberPartitionedFromTheOthers(t *testing.T) {
 	if victim < 0 || holders[owner] == 0 {
 		t.Fatalf("the budget owner %q is not a member holding sessions (holders %v): nothing would be tested", owner, holders)
 	}
-	t.Logf("cutting %s off from the other members (the key's budget owner; holds %d of %d sessions)", owner, holders[owner], len(ids))
+	t.Logf(what+" (the key's budget owner; holds %d of %d sessions)", owner, holders[owner], len(ids))
 	cut := time.Now()
-	m.isolate(victim)
-	time.Sleep(3 * ttl)
+	fault(m, victim)
+	time.Sleep(time.Until(cut.Add(3 * ttl)))
 	m.healAll()
 	children[victim].stop(t)
 	children[victim] = startChild(t, specs[victim])
