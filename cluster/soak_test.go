@@ -31,8 +31,10 @@ import (
 // write ran twice, every note ran exactly when its refund succeeded
 // (checkSessionHistory); the lease and journal history is linearizable,
 // one holder per (session, epoch), no journal gap (checkHistory); every
-// batch custom_id answered once; no 429 past the first window outside a
-// split (a split's sides pace the key apart, up to twice its limit).
+// batch custom_id answered once, a line that failed (its error counted in
+// the report) being run again as `chorus batch --resume` would; no 429
+// past the first window outside a split (a split's sides pace the key
+// apart, up to twice its limit).
 //
 // In CI it injects two faults. CHORUS_SOAK=30m makes it a soak of that
 // long (make soak-partitions), CHORUS_SOAK_SEED picks the faults again, and
@@ -100,6 +102,7 @@ func TestPartitionSoak(t *testing.T) {
 	type span struct{ from, to time.Time }
 	var splits []span // when a split's two budget owners may both pace the key
 	injected := map[string]int{}
+	resumed := map[string]int{} // batch lines run again, by the error that failed them
 	var ids []string
 	answers := map[string][]string{}
 	var amu sync.Mutex
@@ -114,9 +117,9 @@ func TestPartitionSoak(t *testing.T) {
 			wids = append(wids, id)
 		}
 		ids = append(ids, wids...)
-		batchDone := make(chan error, 1)
+		batchDone := make(chan map[string]error, 1)
 		go func() {
-			batchDone <- runTestBatchIDs(ctx, client, fmt.Sprintf("w%03d-", wave), 30, func(id, answer string) {
+			batchDone <- runSoakBatch(ctx, client, fmt.Sprintf("w%03d-", wave), 30, func(id, answer string) {
 				amu.Lock()
 				answers[id] = append(answers[id], answer)
 				amu.Unlock()
@@ -168,8 +171,18 @@ func TestPartitionSoak(t *testing.T) {
 				t.Fatalf("wave %d (%s): wait %s: %v", wave, kind, id, err)
 			}
 		}
-		if err := <-batchDone; err != nil {
-			t.Fatalf("wave %d (%s): batch: %v", wave, kind, err)
+		// A line that failed is run again, as `chorus batch --resume`
+		// would: it must then be answered, once in all.
+		for id, err := range <-batchDone {
+			resumed[err.Error()]++
+			t.Logf("wave %d (%s): batch line %s failed (%v): resumed", wave, kind, id, err)
+			res, err := client.Chat(ctx, &llm.ChatRequest{Model: "fake/m", Messages: []llm.Message{llm.UserText("item " + id)}})
+			if err != nil {
+				t.Fatalf("wave %d (%s): batch line %s failed again on resume: %v", wave, kind, id, err)
+			}
+			amu.Lock()
+			answers[id] = append(answers[id], res.Content)
+			amu.Unlock()
 		}
 	}
 
@@ -208,14 +221,55 @@ func TestPartitionSoak(t *testing.T) {
 		nfaults += n
 	}
 	sort.Strings(kinds)
+	var res []string
+	nres := 0
+	for e, n := range resumed {
+		res = append(res, fmt.Sprintf("%d: %s", n, e))
+		nres += n
+	}
+	sort.Strings(res)
+	resText := "none"
+	if nres > 0 {
+		resText = fmt.Sprintf("%d (%s)", nres, strings.Join(res, "; "))
+	}
 	report := fmt.Sprintf("# Partition soak\n\nRun by `make soak-partitions` (TestPartitionSoak, cluster/soak_test.go): %v, seed %d, %d faults (%s).\n\n"+
-		"Checked: %d sessions (%d refunds, %d notes in the ledger, no single-attempt write twice); %d batch custom_ids, each answered once; %d provider requests, %d 429s past the first window outside a split; %v.\n\nResult: %s.\n",
+		"Checked: %d sessions (%d refunds, %d notes in the ledger, no single-attempt write twice); %d batch custom_ids, each answered once; %d provider requests, %d 429s past the first window outside a split; %v.\n\n"+
+		"Batch lines that failed and were run again (as --resume would): %s.\n\nResult: %s.\n",
 		time.Since(start).Round(time.Second), seed, nfaults, strings.Join(kinds, ", "),
-		len(ids), refunds, notes, len(answers), total, late, hist, map[bool]string{true: "violations found (see the test's output)", false: "no violation"}[t.Failed()])
+		len(ids), refunds, notes, len(answers), total, late, hist, resText, map[bool]string{true: "violations found (see the test's output)", false: "no violation"}[t.Failed()])
 	t.Log(report)
 	if p := os.Getenv("CHORUS_SOAK_REPORT"); p != "" {
 		if err := os.WriteFile(p, []byte(report), 0o644); err != nil {
 			t.Error(err)
 		}
 	}
+}
+
+// runSoakBatch runs items chat calls "item <prefix>b<i>" through the
+// cluster, at most 8 at once, reports each answer, and returns the lines
+// that failed, with their errors.
+func runSoakBatch(ctx context.Context, n *Node, prefix string, items int, report func(id, answer string)) map[string]error {
+	sem := make(chan struct{}, 8)
+	var mu sync.Mutex
+	failed := map[string]error{}
+	var wg sync.WaitGroup
+	for i := range items {
+		id := prefix + fmt.Sprintf("b%03d", i)
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			res, err := n.Chat(ctx, &llm.ChatRequest{Model: "fake/m", Messages: []llm.Message{llm.UserText("item " + id)}})
+			if err != nil {
+				mu.Lock()
+				failed[id] = err
+				mu.Unlock()
+				return
+			}
+			report(id, res.Content)
+		}()
+	}
+	wg.Wait()
+	return failed
 }
