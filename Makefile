@@ -4,7 +4,7 @@ TEST_TIMEOUT ?= 900s
 FUZZTIME     ?= 10m
 PKGS         ?= ./...
 
-.PHONY: test apidiff jaeger vet race race-cluster conformance bench bench-portkey bench-gateways bench-check gobench fuzz lint e2e proto proto-check mcp-servers sdk-clients sdk-go integrations
+.PHONY: test apidiff jaeger vet race race-cluster conformance bench bench-portkey bench-gateways bench-check gobench soak-partitions fuzz lint e2e proto proto-check mcp-servers sdk-clients sdk-go integrations
 
 test: mcp-servers sdk-clients sdk-go integrations jaeger vet race race-cluster conformance
 
@@ -148,6 +148,14 @@ bench-gateways: bench-portkey
 # is tidied.
 bench-check:
 	cd bench && GOFLAGS="$(GOFLAGS) -mod=mod" $(GO) vet ./... && GOFLAGS="$(GOFLAGS) -mod=mod" $(GO) test -short -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+# make soak-partitions: TestPartitionSoak for SOAK (default 30m): random faults between the
+# cluster's member processes and PostgreSQL (a member cut off or flapping, PostgreSQL cut off,
+# gone or slow, SIGKILL) under sessions and batches, the whole history checked at the end;
+# its report -> bench/soak-partitions.md. Not in CI (CI runs two faults).
+SOAK ?= 30m
+soak-partitions:
+	CHORUS_SOAK=$(SOAK) CHORUS_SOAK_REPORT=$(CURDIR)/bench/soak-partitions.md $(GO) test -count=1 -timeout 24h -run '^TestPartitionSoak$$' -v ./cluster/
 
 # make gobench: the Go benchmarks of the hot path in this module's packages.
 gobench:

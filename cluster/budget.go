@@ -95,9 +95,9 @@ func (o *budgetOwner) Receive(c actor.Context) {
 	case *clusterpb.AdmitRequest:
 		o.init(c)
 		if m.Seen != nil {
-			o.cred.Seed(fromRateLimit(m.Seen), fromUnixNano(m.SeenUnixNano))
+			o.cred.Seed(fromRateLimit(m.Seen), o.b.n.fromWireTime(m.SeenUnixNano, negate(m.SeenAgoNano)))
 		}
-		o.cred.Admit(o, c.Sender(), actors.AdmitRequested{ID: m.Id, Cost: int(m.Cost), Deadline: fromUnixNano(m.DeadlineUnixNano)})
+		o.cred.Admit(o, c.Sender(), actors.AdmitRequested{ID: m.Id, Cost: int(m.Cost), Deadline: o.b.n.fromWireTime(m.DeadlineUnixNano, m.DeadlineInNano)})
 	case *clusterpb.AdmitCancelled:
 		o.init(c)
 		seq := m.Seq
@@ -122,7 +122,7 @@ func (o *budgetOwner) Receive(c actor.Context) {
 		respond(c, &clusterpb.BudgetStats{
 			Queued: int64(st.Queued), InFlight: int64(st.InFlight), Requests: st.Requests, RateLimited: st.RateLimited,
 			RemainingRequests: int64(st.RemainingRequests), RemainingTokens: int64(st.RemainingTokens),
-			CooldownUntilUnixNano: unixNano(st.CooldownUntil), Owner: o.token, Node: o.b.n.addr,
+			CooldownUntilUnixNano: o.b.n.toWire(st.CooldownUntil), CooldownInNano: until(st.CooldownUntil), Owner: o.token, Node: o.b.n.addr,
 		})
 	case budgetWake:
 		if o.cred != nil {
@@ -146,7 +146,7 @@ func (o *budgetOwner) Reply(to any, msg any) {
 	case actors.Admitted:
 		pm = &clusterpb.Admitted{Id: m.ID, Seq: m.Seq, Owner: o.token, Learned: toLearned(&o.learned)}
 	case actors.AdmitRefused:
-		pm = &clusterpb.AdmitRefused{Id: m.ID, Err: toFailure(m.Err), RetryAtUnixNano: unixNano(m.RetryAt)}
+		pm = &clusterpb.AdmitRefused{Id: m.ID, Err: toFailure(m.Err), RetryAtUnixNano: o.b.n.toWire(m.RetryAt), RetryInNano: until(m.RetryAt)}
 	default:
 		return
 	}
@@ -231,10 +231,10 @@ func (a *remoteAdmitter) Admit(ctx context.Context, cost int) (uint64, error) {
 			return 0, &actors.RefusedError{Provider: a.provider, Err: errNoMembers}
 		}
 		id := a.nextID.Add(1)
-		req := &clusterpb.AdmitRequest{Id: id, Cost: int64(cost), DeadlineUnixNano: unixNano(dl)}
+		req := &clusterpb.AdmitRequest{Id: id, Cost: int64(cost), DeadlineUnixNano: a.n.toWire(dl), DeadlineInNano: until(dl)}
 		a.mu.Lock()
 		if !a.seenAt.IsZero() {
-			req.Seen, req.SeenUnixNano = toRateLimit(a.seen), a.seenAt.UnixNano()
+			req.Seen, req.SeenUnixNano, req.SeenAgoNano = toRateLimit(a.seen), a.n.toWire(a.seenAt), negate(until(a.seenAt))
 		}
 		a.mu.Unlock()
 		r, err := ask(ctx, a.n.sys, pid, req)
@@ -265,10 +265,10 @@ func (a *remoteAdmitter) Admit(ctx context.Context, cost int) (uint64, error) {
 			a.mu.Unlock()
 			return local, nil
 		case *clusterpb.AdmitRefused:
-			if at := fromUnixNano(m.RetryAtUnixNano); !at.IsZero() {
+			if at := a.n.fromWireTime(m.RetryAtUnixNano, m.RetryInNano); !at.IsZero() {
 				a.cooldown.Store(at.UnixNano())
 			}
-			return 0, &actors.RefusedError{Provider: a.provider, Err: orOther(fromFailure(m.Err), "refused"), RetryAt: fromUnixNano(m.RetryAtUnixNano)}
+			return 0, &actors.RefusedError{Provider: a.provider, Err: orOther(fromFailure(m.Err), "refused"), RetryAt: a.n.fromWireTime(m.RetryAtUnixNano, m.RetryInNano)}
 		default:
 			return 0, &ProtocolError{Msg: fmt.Sprintf("unexpected admission reply %T", m)}
 		}
@@ -349,7 +349,7 @@ func (a *remoteAdmitter) Stats(timeout time.Duration) (actors.AdmissionStats, er
 	}
 	s.Queued, s.InFlight, s.Requests, s.RateLimited = int(bs.Queued), int(bs.InFlight), bs.Requests, bs.RateLimited
 	s.RemainingRequests, s.RemainingTokens = int(bs.RemainingRequests), int(bs.RemainingTokens)
-	s.CooldownUntil = fromUnixNano(bs.CooldownUntilUnixNano)
+	s.CooldownUntil = a.n.fromWireTime(bs.CooldownUntilUnixNano, bs.CooldownInNano)
 	return s, nil
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/chorusrt/chorus/cluster/clusterpb"
 	"github.com/chorusrt/chorus/llm"
+	"github.com/chorusrt/chorus/runtime"
 	"github.com/chorusrt/chorus/telemetry"
 )
 
@@ -44,8 +45,9 @@ func (n *Node) call(ctx context.Context, op string, body []byte) ([]byte, error)
 	ctx, release := n.bound(ctx)
 	defer release()
 	var lastErr error = errNoMembers
+	start := n.rr.Add(1)
 	for attempt := 0; attempt < 4; attempt++ {
-		target := n.pickWorker(attempt)
+		target := n.pickWorker(start, attempt)
 		if target == nil {
 			if !sleepCtx(ctx, 200*time.Millisecond) {
 				return nil, ctx.Err()
@@ -68,9 +70,22 @@ func (n *Node) call(ctx context.Context, op string, body []byte) ([]byte, error)
 		if !ok {
 			return nil, &ProtocolError{Msg: fmt.Sprintf("unexpected call reply %T", r)}
 		}
+		if err := fromFailure(m.Err); movable(err) {
+			lastErr = err
+			continue
+		}
 		return m.ResultJson, fromFailure(m.Err)
 	}
 	return nil, lastErr
+}
+
+// movable reports whether a call that failed with err before it emitted
+// anything may run again on another member: its member was lost, or is
+// leaving and refused the call without running it (its runtime closes
+// before it leaves the cluster, and refuses what it has not admitted:
+// nothing reached the provider).
+func movable(err error) bool {
+	return errors.Is(err, ErrNodeLost) || errors.Is(err, runtime.ErrClosed) || errors.Is(err, ErrClosed)
 }
 
 // serveCall runs a whole-answer call for another node, off the worker's

@@ -8,6 +8,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -120,5 +121,69 @@ func notify(ch chan struct{}) {
 	select {
 	case ch <- struct{}{}:
 	default:
+	}
+}
+
+// Calls through the cluster keep succeeding while a member closes: a
+// member's runtime closes before it leaves the cluster, and for those
+// seconds it still gets calls, which it refuses as closed before running
+// them; the caller runs such a call again on another member instead of
+// failing it with runtime.ErrClosed (what TestPartitionSoak found, a
+// member restarted mid-batch).
+func TestCallsSurviveAMemberClosing(t *testing.T) {
+	srv := llmtest.NewServer()
+	defer srv.Close()
+	addrs := freeAddrs(t, 3)
+	nodes := joinAll(t, "member-closing", addrs[:2], func(i int, c *Config) {
+		c.Runtime = append(c.Runtime, openaiAt(srv, "sk-member-closing"), runtime.WithTimeout(30*time.Second))
+	})
+	caller, err := Join(context.Background(), Config{Name: "member-closing", Bind: addrs[2], Peers: addrs[:2], Client: true, RefreshInterval: 200 * time.Millisecond})
+	if err != nil {
+		closeAll(t, nodes)
+		t.Fatal(err)
+	}
+	closing := nodes[0]
+	defer closeAll(t, []*Node{caller, nodes[1]})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := caller.WaitMembers(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error, 1)
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		closed <- closing.Close(ctx)
+	}()
+	calls, failed := 0, 0
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	stop := time.Now().Add(5 * time.Second) // past the member's leave (its runtime closes, then 2 s)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(stop) {
+				_, err := caller.Chat(ctx, &llm.ChatRequest{Model: "fake/m", Messages: []llm.Message{llm.UserText("hi")}})
+				mu.Lock()
+				calls++
+				if err != nil {
+					failed++
+					if firstErr == nil {
+						firstErr = err
+					}
+				}
+				mu.Unlock()
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := <-closed; err != nil {
+		t.Fatalf("close the member: %v", err)
+	}
+	t.Logf("%d calls through the cluster while a member closed, %d failed", calls, failed)
+	if failed > 0 {
+		t.Fatalf("%d of %d calls failed while a member closed, the first: %v", failed, calls, firstErr)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -35,6 +37,14 @@ type childSpec struct {
 	Ledger     string
 	Pause      time.Duration
 	LeaseTTL   time.Duration
+	// Routes maps a peer's actor address to the address this member
+	// dials for it (a fault proxy of the test's, one per directed link).
+	Routes map[string]string
+	// History, when set, is the file the member records its lease and
+	// journal operations in (history_test.go).
+	History string
+	// Skew is how far the member's clock is off the real one.
+	Skew time.Duration
 }
 
 // runChild runs a node until SIGTERM (a clean Close) or SIGKILL.
@@ -50,21 +60,48 @@ func runChild() int {
 		fmt.Fprintln(os.Stderr, "child: journal:", err)
 		return 2
 	}
-	defer j.Close()
+	var lj store.LeasingJournal = j
+	if spec.History != "" {
+		h, err := newHistJournal(j, spec.History, fmt.Sprintf("%s#%d", spec.Bind, os.Getpid()))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "child: history:", err)
+			return 2
+		}
+		lj = h
+	}
+	defer lj.Close()
 	l := &ledger{path: spec.Ledger}
 	no := false
-	n, err := Join(ctx, Config{
+	cfg := Config{
 		Name: spec.Name, Bind: spec.Bind, Peers: spec.Peers, LeaseTTL: spec.LeaseTTL, RefreshInterval: 200 * time.Millisecond,
 		Runtime: []runtime.Option{
 			runtime.WithProvider(providers.Config{ID: "fake", Format: providers.FormatOpenAI, BaseURL: spec.Provider, APIKey: "sk-cluster-shared"}),
 			runtime.WithTimeout(60 * time.Second),
 		},
 		Sessions: &session.Options{
-			Journal: j, ModelName: "fake/m", Tools: testTools(l, spec.Pause),
+			Journal: lj, ModelName: "fake/m", Tools: testTools(l, spec.Pause),
 			Policy:       map[string]session.ToolPolicy{"refund": {RequireApproval: &no}},
 			RetryBackoff: 10 * time.Millisecond,
 		},
-	})
+	}
+	if lv := os.Getenv("CHORUS_CHILD_LOG"); lv != "" { // a run by hand: the member's log on stderr
+		var level slog.Level
+		_ = level.UnmarshalText([]byte(lv))
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	}
+	if spec.Skew != 0 {
+		cfg.clock = func() time.Time { return time.Now().Add(spec.Skew) }
+	}
+	if len(spec.Routes) > 0 {
+		cfg.dial = func(ctx context.Context, addr string) (net.Conn, error) {
+			if to, ok := spec.Routes[addr]; ok {
+				addr = to
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", addr)
+		}
+	}
+	n, err := Join(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child: join:", err)
 		return 2

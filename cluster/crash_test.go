@@ -31,6 +31,23 @@ import (
 //   - the provider's 429s all fall in the first window, before the limit
 //     was known: the nodes together never overran the key afterwards.
 func TestClusterSurvivesSIGKILL(t *testing.T) {
+	runSIGKILL(t, "crash", nil)
+}
+
+// TestClockSkewOfALease is TestClusterSurvivesSIGKILL with the members'
+// clocks a lease's length apart (1.5 s behind, right, 1.5 s ahead, the
+// victim's among them): the same checks hold, and the lease and journal
+// history is linearizable. A lease's expiry is PostgreSQL's clock, not a
+// member's; a member's clock matters only where its times reach another
+// node (an admission's deadline, a cooldown's end, when a rate-limit
+// reading was seen: budget.go) and where it waits for a lease to lapse.
+func TestClockSkewOfALease(t *testing.T) {
+	runSIGKILL(t, "skew", []time.Duration{-1500 * time.Millisecond, 0, 1500 * time.Millisecond})
+}
+
+// runSIGKILL runs the SIGKILL scenario with the members' clocks skewed
+// by skews (nil: none).
+func runSIGKILL(t *testing.T, name string, skews []time.Duration) {
 	dsn := pgDSN(t)
 	const window = time.Second
 	srv := llmtest.NewServer(llmtest.WithRateLimit(llmtest.RateLimit{Requests: 15, Window: window}))
@@ -39,6 +56,7 @@ func TestClusterSurvivesSIGKILL(t *testing.T) {
 	rec := newRecorder(srv.URL)
 	defer rec.Close()
 	l := &ledger{path: filepath.Join(t.TempDir(), "ledger")}
+	history := filepath.Join(t.TempDir(), "history")
 
 	addrs := freeAddrs(t, 4)
 	members, clientAddr := addrs[:3], addrs[3]
@@ -46,8 +64,11 @@ func TestClusterSurvivesSIGKILL(t *testing.T) {
 	defer cancel()
 	specs := make([]childSpec, len(members))
 	for i, a := range members {
-		specs[i] = childSpec{Name: "crash", Bind: a, Peers: members, DSN: dsn, Provider: rec.URL + "/v1",
-			Ledger: l.path, Pause: 3 * time.Second, LeaseTTL: 1500 * time.Millisecond}
+		specs[i] = childSpec{Name: name, Bind: a, Peers: members, DSN: dsn, Provider: rec.URL + "/v1",
+			Ledger: l.path, Pause: 3 * time.Second, LeaseTTL: 1500 * time.Millisecond, History: history}
+		if skews != nil {
+			specs[i].Skew = skews[i]
+		}
 	}
 	children, client := startMembers(t, ctx, specs, clientAddr)
 
@@ -92,13 +113,14 @@ func TestClusterSurvivesSIGKILL(t *testing.T) {
 	amu.Lock()
 	answered := len(answers)
 	amu.Unlock()
-	t.Logf("killing %s (the key's budget owner; holds %d of %d sessions; %d/%d batch items answered)", children[victim].bind, most, len(ids), answered, items)
+	t.Logf("killing %s (the key's budget owner, clock %v off; holds %d of %d sessions; %d/%d batch items answered)", children[victim].bind, specs[victim].Skew, most, len(ids), answered, items)
 	children[victim].kill()
 	children[victim] = nil
 
 	// Every session finishes on a survivor.
 	refunds, notes := checkSessionHistory(t, ctx, ss, ids, l)
 	t.Logf("ledger: %d refunds (interrupted ones end outcome_unknown), %d notes", refunds, notes)
+	t.Logf("checked: %v", checkHistory(t, history, dsn))
 
 	// The batch: one answer per custom_id.
 	if err := <-batchDone; err != nil {
@@ -124,11 +146,16 @@ func TestClusterSurvivesSIGKILL(t *testing.T) {
 // most 8 at once, and reports each answer once (Chat runs an item whose
 // node was lost again).
 func runTestBatch(ctx context.Context, n *Node, items int, report func(id, answer string)) error {
+	return runTestBatchIDs(ctx, n, "", items, report)
+}
+
+// runTestBatchIDs is runTestBatch with custom_ids prefix+"b000"...
+func runTestBatchIDs(ctx context.Context, n *Node, prefix string, items int, report func(id, answer string)) error {
 	sem := make(chan struct{}, 8)
 	errs := make(chan error, items)
 	var wg sync.WaitGroup
 	for i := range items {
-		id := fmt.Sprintf("b%03d", i)
+		id := prefix + fmt.Sprintf("b%03d", i)
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {

@@ -26,7 +26,11 @@
 // has providers for Kubernetes (cluster/clusterproviders/k8s), Consul
 // (consul) and etcd (etcd); switching means building the cluster config
 // with one of them instead of automanaged in Join — the kinds, messages
-// and guarantees below do not depend on it.
+// and guarantees below do not depend on it. A member reached at another
+// address than Bind (NAT, a container's mapped port, a proxy) names it in
+// Config.Advertise. A member dropped by the others (its health check
+// failing for 2 s, as in a partition) is blocked by id for good: it comes
+// back once restarted.
 //
 // # What crosses a node
 //
@@ -112,7 +116,12 @@
 // answer per custom_id; the provider's 429s all fall within the first
 // window. cmd/chorus's TestBatchClusterSIGKILL kills a chorus node
 // mid-batch and the batch process itself, and checks each custom_id is
-// written exactly once after --resume.
+// written exactly once after --resume. The partition tests
+// (partition_test.go) and TestClockSkewOfALease put fault proxies between
+// member processes and between each and PostgreSQL, or skew the members'
+// clocks, and check the same history plus its lease and journal
+// operations for linearizability (porcupine, history_test.go);
+// TestPartitionSoak chains random faults (make soak-partitions).
 //
 // Decisions and limits:
 //   - A node owns its Proto.Actor system, where a single-machine runtime or
@@ -124,6 +133,10 @@
 //     process) could not attach at all. The runtime and session manager a
 //     node builds spawn into the node's system, handed to them through
 //     internal/actorkit (no public option shows a Proto.Actor type).
+//   - A node's leave never stops Proto.Actor's endpoint manager, whose
+//     stop can panic in a connection's own goroutine (beyond any recover):
+//     each connection is closed through it, then the gRPC server stops
+//     (leaveCluster; TestCloseNeverPanics).
 //   - Proto.Actor leaves some goroutines behind after shutdown (its
 //     throttles, gRPC connections to nodes already gone); the tests' leak
 //     check names them and fails on any other.

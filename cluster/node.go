@@ -21,6 +21,9 @@ import (
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/labstack/echo"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/chorusrt/chorus/internal/actorkit"
 	"github.com/chorusrt/chorus/llm"
@@ -36,6 +39,13 @@ type Config struct {
 	// Bind is this node's actor address, host:port (gRPC). The membership
 	// health endpoint listens on MembershipPort of the same host.
 	Bind string
+	// Advertise is the address (host:port) the other members and clients
+	// dial to reach this node, when it is not Bind: a container's mapped
+	// port, an address behind NAT, a proxy in front of the node. The node
+	// is known by it (Address, Members), and its membership endpoint is
+	// its port plus MembershipOffset, forwarded to Bind's likewise.
+	// Empty: Bind.
+	Advertise string
 	// Peers are the actor addresses (host:port) of the cluster's members,
 	// this node's own included or not: the static member list. Each peer's
 	// membership endpoint is its port plus one unless MembershipOffset says
@@ -73,6 +83,14 @@ type Config struct {
 	// a SERVER span on the session's node, one trace (sessiontrace.go).
 	// Nil: Sessions.Telemetry, else the global providers.
 	Telemetry *telemetry.Telemetry
+
+	// dial, when set (tests), opens the node's outgoing actor connections
+	// (gRPC) instead of a plain TCP dial: a test routes each link through
+	// a fault proxy of its own.
+	dial func(ctx context.Context, addr string) (net.Conn, error)
+	// clock, when set (tests), is the node's clock, skewed from the real
+	// one: see Node.toWire for where a node's clock matters.
+	clock func() time.Time
 }
 
 // Node is one member (or client) of a Chorus cluster.
@@ -114,6 +132,12 @@ type Node struct {
 	// gate guards wg against an Add after Close began waiting.
 	gate    sync.Mutex
 	leaving bool
+
+	// endpoints are the addresses this node's remote connected to (its
+	// endpoint writers), closed one by one before the remote stops
+	// (closeEndpoints).
+	emu       sync.Mutex
+	endpoints map[string]int // connects per address
 
 	closeOnce sync.Once
 	closeErr  error
@@ -157,6 +181,10 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	n.base, n.cancel = context.WithCancel(context.Background())
 
 	host, port, _ := splitHostPort(cfg.Bind)
+	advHost, advPort := host, port
+	if cfg.Advertise != "" {
+		advHost, advPort, _ = splitHostPort(cfg.Advertise)
+	}
 	l := log.With(slog.String("component", "protoactor"))
 	// The node owns its actor system, unlike a runtime or a session
 	// manager, which share the process's: Proto.Actor's remote and cluster
@@ -196,8 +224,11 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	hosts := make([]string, 0, len(cfg.Peers)+1)
 	seen := map[string]bool{}
+	// A member checks its own health at Bind: a peer list that names its
+	// advertised address (one list for every member) does not count it
+	// twice, nor make it depend on the way in that others use.
 	for _, p := range append([]string{cfg.Bind}, cfg.Peers...) {
-		if cfg.Client && p == cfg.Bind {
+		if cfg.Client && p == cfg.Bind || cfg.Advertise != "" && p == cfg.Advertise {
 			continue
 		}
 		h, pp, _ := splitHostPort(p)
@@ -209,14 +240,24 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	var provider pcluster.ClusterProvider = cfg.Membership
 	if provider == nil {
-		p, err := n.automanaged(host, port, hosts)
+		p, err := n.automanaged(host, port, advHost, advPort, hosts)
 		if err != nil {
 			n.shutdownLocal()
 			return nil, err
 		}
 		provider = p
 	}
-	rcfg := remote.Configure(host, port)
+	var ropts []remote.ConfigOption
+	if cfg.Advertise != "" {
+		ropts = append(ropts, remote.WithAdvertisedHost(cfg.Advertise))
+	}
+	if cfg.dial != nil {
+		ropts = append(ropts, remote.WithDialOptions(
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithContextDialer(cfg.dial),
+		))
+	}
+	rcfg := remote.Configure(host, port, ropts...)
 	ccfg := pcluster.Configure(cfg.Name, provider, disthash.New(), rcfg,
 		pcluster.WithKinds(kinds...),
 		pcluster.WithRequestTimeout(10*time.Second),
@@ -224,6 +265,15 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	)
 	n.cl = pcluster.New(n.sys, ccfg)
 	n.sys.EventStream.Subscribe(func(evt any) {
+		if c, ok := evt.(*remote.EndpointConnectedEvent); ok {
+			n.emu.Lock()
+			if n.endpoints == nil {
+				n.endpoints = map[string]int{}
+			}
+			n.endpoints[c.Address]++
+			n.emu.Unlock()
+			return
+		}
 		t, ok := evt.(*pcluster.ClusterTopology)
 		if !ok {
 			return
@@ -259,8 +309,9 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 
 // automanaged is the default membership: automanaged's own HTTP health
 // check, but listening on the bind host only (automanaged alone listens on
-// every interface) and without echo's start-up banner on stdout.
-func (n *Node) automanaged(host string, port int, hosts []string) (pcluster.ClusterProvider, error) {
+// every interface) and without echo's start-up banner on stdout. The node
+// it reports is the advertised address.
+func (n *Node) automanaged(host string, port int, advHost string, advPort int, hosts []string) (pcluster.ClusterProvider, error) {
 	cfg := n.cfg
 	mport := port + cfg.MembershipOffset
 	health := echo.New()
@@ -272,7 +323,7 @@ func (n *Node) automanaged(host string, port int, hosts []string) (pcluster.Clus
 		}
 		health.Listener = ln
 		health.GET("/_health", func(c echo.Context) error {
-			return c.JSON(http.StatusOK, automanaged.NewNode(cfg.Name, n.sys.ID, host, port, mport, n.cl.GetClusterKinds()))
+			return c.JSON(http.StatusOK, automanaged.NewNode(cfg.Name, n.sys.ID, advHost, advPort, advPort+cfg.MembershipOffset, n.cl.GetClusterKinds()))
 		})
 	}
 	return automanaged.NewWithTesting(cfg.RefreshInterval, mport, health, hosts...), nil
@@ -300,6 +351,11 @@ func (c *Config) validate() error {
 	}
 	if _, _, err := splitHostPort(c.Bind); err != nil {
 		return &llm.ConfigError{Field: "cluster.Bind", Msg: err.Error()}
+	}
+	if c.Advertise != "" {
+		if _, _, err := splitHostPort(c.Advertise); err != nil {
+			return &llm.ConfigError{Field: "cluster.Advertise", Msg: err.Error()}
+		}
 	}
 	for i, p := range c.Peers {
 		if _, _, err := splitHostPort(p); err != nil {
@@ -453,14 +509,61 @@ func (n *Node) stopCluster() {
 
 // leaveCluster is the leave itself, a variable so that a test can make it
 // panic the way Proto.Actor does.
+//
+// It is Proto.Actor's graceful Cluster.Shutdown step for step but for its
+// last, the remote's graceful Shutdown, which stops the endpoint manager:
+// that sets the manager's connection map to nil while the receive
+// goroutine of a connection that just broke (a peer leaving at the same
+// moment, a link cut) may still publish its EndpointTerminatedEvent, whose
+// handler then reads the nil map and panics in that goroutine, beyond any
+// recover, killing the process. Here the endpoint manager is never
+// stopped: each connection the remote opened is closed through the
+// manager while its map is alive (closeEndpoints), then the gRPC server
+// stops. No goroutine can reach the nil map, because it is never nil
+// (TestCloseNeverPanics).
 var leaveCluster = func(n *Node) {
+	c := n.cl
 	if !n.cfg.Client {
-		n.cl.Shutdown(true) // stops the actor system too
-		return
+		c.Gossip.SetState(pcluster.GracefullyLeftKey, &emptypb.Empty{})
+		c.ActorSystem.Shutdown()
+		_ = c.Config.ClusterProvider.Shutdown(true)
+		c.IdentityLookup.Shutdown()
+		time.Sleep(2 * time.Second) // Proto.Actor's wait for ownership to move
+		c.Gossip.Shutdown()
+	} else {
+		_ = c.Config.ClusterProvider.Shutdown(true)
+		n.sys.Shutdown()
 	}
-	_ = n.cl.Config.ClusterProvider.Shutdown(true)
-	n.sys.Shutdown()
-	n.cl.Remote.Shutdown(true)
+	n.closeEndpoints()
+	c.Remote.Shutdown(false)
+}
+
+// closeEndpoints closes every connection the remote opened, the way the
+// remote closes one whose peer went away (an EndpointTerminatedEvent:
+// the manager forgets it and stops its writer, which closes the gRPC
+// connection), and waits a moment for each writer's receive goroutine to
+// see its stream end. A connection opened meanwhile is closed by the next
+// round.
+func (n *Node) closeEndpoints() {
+	closed := map[string]int{}
+	for range 5 {
+		n.emu.Lock()
+		open := map[string]int{}
+		for a, k := range n.endpoints {
+			if k > closed[a] {
+				open[a] = k
+			}
+		}
+		n.emu.Unlock()
+		if len(open) == 0 {
+			return
+		}
+		for a, k := range open {
+			closed[a] = k
+			n.sys.EventStream.Publish(&remote.EndpointTerminatedEvent{Address: a})
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // stopRemote stops the remote's gRPC server at once (Proto.Actor's

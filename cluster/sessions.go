@@ -183,17 +183,19 @@ func (h *sessionHost) acquire(ctx context.Context, id string) error {
 	if h.leased.Holds(id) {
 		return nil
 	}
-	deadline := time.Now().Add(2*h.ttl + time.Second)
+	deadline := h.n.now().Add(2*h.ttl + time.Second)
 	for {
 		_, err := h.leased.Acquire(ctx, id)
 		if err == nil {
 			return nil
 		}
 		var held *store.LeaseHeldError
-		if !errors.As(err, &held) || time.Now().After(deadline) {
+		if !errors.As(err, &held) || h.n.now().After(deadline) {
 			return err
 		}
-		wait := time.Until(held.Expires) + 20*time.Millisecond
+		// Expires is PostgreSQL's clock, read on the node's: a skewed
+		// clock waits too long or too little, within the bounds below.
+		wait := held.Expires.Sub(h.n.now()) + 20*time.Millisecond
 		if wait < 20*time.Millisecond || wait > h.ttl {
 			wait = 100 * time.Millisecond
 		}
@@ -379,8 +381,11 @@ func (n *Node) sessionCall(ctx context.Context, id string, req *clusterpb.Sessio
 			return nil, &ProtocolError{Msg: fmt.Sprintf("unexpected session reply %T", r)}
 		}
 		err = fromFailure(m.Err)
-		if errors.Is(err, session.ErrClosed) && try < 20 {
-			// The session's node is leaving and refused before doing
+		if (errors.Is(err, session.ErrClosed) || errors.Is(err, store.ErrLeaseHeld)) && try < 20 {
+			// The session's node is leaving, or could not take the lease
+			// another member still holds (the members disagree on the
+			// session's owner while membership changes: a member joined,
+			// or a partition split the cluster), and refused before doing
 			// anything: ask its next activation.
 			n.forget(id, kindSession, pid)
 			if !sleepCtx(ctx, 200*time.Millisecond) {

@@ -125,8 +125,9 @@ func (n *Node) Chat(ctx context.Context, req *llm.ChatRequest) (*llm.ChatResult,
 // emitted.
 func (n *Node) runRemote(ctx context.Context, body []byte, w *llm.StreamWriter) {
 	var lastErr error
+	start := n.rr.Add(1)
 	for attempt := 0; attempt < 4; attempt++ {
-		target := n.pickWorker(attempt)
+		target := n.pickWorker(start, attempt)
 		if target == nil {
 			lastErr = errNoMembers
 			if !sleepCtx(ctx, 200*time.Millisecond) {
@@ -139,7 +140,7 @@ func (n *Node) runRemote(ctx context.Context, body []byte, w *llm.StreamWriter) 
 			w.Finish(res, nil)
 			return
 		}
-		if emitted || !errors.Is(err, ErrNodeLost) || ctx.Err() != nil {
+		if emitted || !movable(err) || ctx.Err() != nil {
 			w.Finish(res, streamErr(res, emitted, err))
 			return
 		}
@@ -162,15 +163,16 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// pickWorker returns a live member's worker, round robin; attempt moves
-// past members that failed.
-func (n *Node) pickWorker(attempt int) *actor.PID {
+// pickWorker returns a live member's worker: the call's first attempt
+// goes to the next member round robin (start, from n.rr), each later
+// attempt to the member after the last one tried.
+func (n *Node) pickWorker(start uint64, attempt int) *actor.PID {
 	ms := n.Members()
 	if len(ms) == 0 {
 		return nil
 	}
-	i := int(n.rr.Add(1)) + attempt
-	return actor.NewPID(ms[i%len(ms)], workerName)
+	i := (start + uint64(attempt)) % uint64(len(ms))
+	return actor.NewPID(ms[i], workerName)
 }
 
 // inbound is what the receiver actor hands to the relaying goroutine.

@@ -278,6 +278,63 @@ func mergeLearned(l *providers.Learned, p *clusterpb.Learned) {
 	}
 }
 
+// toWire is the wire form of a time of this node's (its clock's Unix
+// nanoseconds: another node reads it on its own clock), fromWire a time
+// from the wire on this node's clock. A node's clock is the real one but
+// for a test's skew (Config.clock): each process compares its own times
+// with its own clock, so a clock that is off matters only where a time
+// crosses to another node's clock, here, and where a lease's expiry
+// (PostgreSQL's clock) is compared with the node's (sessionHost.acquire).
+func (n *Node) toWire(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return unixNano(t.Add(n.skew()))
+}
+
+func (n *Node) fromWire(ns int64) time.Time {
+	t := fromUnixNano(ns)
+	if t.IsZero() {
+		return t
+	}
+	return t.Add(-n.skew())
+}
+
+// until is t as a duration from now, for the wire (nil for no time):
+// durations mean the same on every node's clock.
+func until(t time.Time) *int64 {
+	if t.IsZero() {
+		return nil
+	}
+	d := int64(time.Until(t))
+	return &d
+}
+
+// fromWireTime is a time from the wire: from its duration when the sender
+// sent one (rel, as until made it), else from its Unix time.
+func (n *Node) fromWireTime(abs int64, rel *int64) time.Time {
+	if rel != nil {
+		return time.Now().Add(time.Duration(*rel))
+	}
+	return n.fromWire(abs)
+}
+
+// now is the node's clock: the real one unless a test skewed it.
+func (n *Node) now() time.Time {
+	if n.cfg.clock != nil {
+		return n.cfg.clock()
+	}
+	return time.Now()
+}
+
+// skew is how far the node's clock is ahead of the real one.
+func (n *Node) skew() time.Duration {
+	if n.cfg.clock == nil {
+		return 0
+	}
+	return time.Until(n.cfg.clock())
+}
+
 func unixNano(t time.Time) int64 {
 	if t.IsZero() {
 		return 0
@@ -464,4 +521,13 @@ func fromFailure(f *clusterpb.Failure) error {
 		return &RemoteError{Msg: f.Message}
 	}
 	return w.decode()
+}
+
+// negate turns a duration until a past time into its age, and back.
+func negate(d *int64) *int64 {
+	if d == nil {
+		return nil
+	}
+	v := -*d
+	return &v
 }

@@ -322,3 +322,22 @@ func TestJoinRefusesBadConfig(t *testing.T) {
 		t.Fatalf("Join with a done context: %v", err)
 	}
 }
+
+// A time crosses between nodes as a duration when the sender sends one:
+// the receiver's clock, however far off, reads it right; a sender that
+// sends only the Unix time is read on the receiver's clock.
+func TestWireTimesAreDurations(t *testing.T) {
+	ahead := &Node{cfg: Config{clock: func() time.Time { return time.Now().Add(time.Hour) }}}
+	at := time.Now().Add(2 * time.Second)
+	got := ahead.fromWireTime(unixNano(at), until(at))
+	if d := got.Sub(at); d < -50*time.Millisecond || d > 50*time.Millisecond {
+		t.Fatalf("a duration read on a clock an hour ahead is %v off", d)
+	}
+	got = ahead.fromWireTime(unixNano(at), nil)
+	if d := at.Sub(got); d < time.Hour-time.Second || d > time.Hour+time.Second {
+		t.Fatalf("a Unix time read on a clock an hour ahead is %v off, want about an hour", d)
+	}
+	if age := negate(until(time.Now().Add(-3 * time.Second))); *age < int64(3*time.Second) {
+		t.Fatalf("the age of a reading 3 s old is %v", time.Duration(*age))
+	}
+}

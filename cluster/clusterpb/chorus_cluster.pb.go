@@ -153,10 +153,16 @@ type AdmitRequest struct {
 	DeadlineUnixNano int64                  `protobuf:"varint,3,opt,name=deadline_unix_nano,json=deadlineUnixNano,proto3" json:"deadline_unix_nano,omitempty"`
 	// The latest rate-limit headers the asking node saw for this key, and
 	// when: a new owner activation starts from them.
-	Seen          *RateLimit `protobuf:"bytes,4,opt,name=seen,proto3" json:"seen,omitempty"`
-	SeenUnixNano  int64      `protobuf:"varint,5,opt,name=seen_unix_nano,json=seenUnixNano,proto3" json:"seen_unix_nano,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Seen         *RateLimit `protobuf:"bytes,4,opt,name=seen,proto3" json:"seen,omitempty"`
+	SeenUnixNano int64      `protobuf:"varint,5,opt,name=seen_unix_nano,json=seenUnixNano,proto3" json:"seen_unix_nano,omitempty"`
+	// The same times as durations from the moment the request was sent
+	// (the deadline's time left, the reading's age): nodes' clocks differ,
+	// durations do not. A receiver uses them when set, the Unix times (on
+	// its own clock) only from a node that sends none.
+	DeadlineInNano *int64 `protobuf:"varint,6,opt,name=deadline_in_nano,json=deadlineInNano,proto3,oneof" json:"deadline_in_nano,omitempty"`
+	SeenAgoNano    *int64 `protobuf:"varint,7,opt,name=seen_ago_nano,json=seenAgoNano,proto3,oneof" json:"seen_ago_nano,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *AdmitRequest) Reset() {
@@ -220,6 +226,20 @@ func (x *AdmitRequest) GetSeen() *RateLimit {
 func (x *AdmitRequest) GetSeenUnixNano() int64 {
 	if x != nil {
 		return x.SeenUnixNano
+	}
+	return 0
+}
+
+func (x *AdmitRequest) GetDeadlineInNano() int64 {
+	if x != nil && x.DeadlineInNano != nil {
+		return *x.DeadlineInNano
+	}
+	return 0
+}
+
+func (x *AdmitRequest) GetSeenAgoNano() int64 {
+	if x != nil && x.SeenAgoNano != nil {
+		return *x.SeenAgoNano
 	}
 	return 0
 }
@@ -302,8 +322,10 @@ type AdmitRefused struct {
 	Id              uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	Err             *Failure               `protobuf:"bytes,2,opt,name=err,proto3" json:"err,omitempty"`
 	RetryAtUnixNano int64                  `protobuf:"varint,3,opt,name=retry_at_unix_nano,json=retryAtUnixNano,proto3" json:"retry_at_unix_nano,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// retry_at as a duration from the reply (see AdmitRequest).
+	RetryInNano   *int64 `protobuf:"varint,4,opt,name=retry_in_nano,json=retryInNano,proto3,oneof" json:"retry_in_nano,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AdmitRefused) Reset() {
@@ -353,6 +375,13 @@ func (x *AdmitRefused) GetErr() *Failure {
 func (x *AdmitRefused) GetRetryAtUnixNano() int64 {
 	if x != nil {
 		return x.RetryAtUnixNano
+	}
+	return 0
+}
+
+func (x *AdmitRefused) GetRetryInNano() int64 {
+	if x != nil && x.RetryInNano != nil {
+		return *x.RetryInNano
 	}
 	return 0
 }
@@ -853,10 +882,12 @@ type BudgetStats struct {
 	RemainingRequests     int64                  `protobuf:"varint,5,opt,name=remaining_requests,json=remainingRequests,proto3" json:"remaining_requests,omitempty"`
 	RemainingTokens       int64                  `protobuf:"varint,6,opt,name=remaining_tokens,json=remainingTokens,proto3" json:"remaining_tokens,omitempty"`
 	CooldownUntilUnixNano int64                  `protobuf:"varint,7,opt,name=cooldown_until_unix_nano,json=cooldownUntilUnixNano,proto3" json:"cooldown_until_unix_nano,omitempty"`
-	Owner                 uint64                 `protobuf:"varint,8,opt,name=owner,proto3" json:"owner,omitempty"`
-	Node                  string                 `protobuf:"bytes,9,opt,name=node,proto3" json:"node,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// cooldown_until as a duration from the reply (see AdmitRequest).
+	CooldownInNano *int64 `protobuf:"varint,10,opt,name=cooldown_in_nano,json=cooldownInNano,proto3,oneof" json:"cooldown_in_nano,omitempty"`
+	Owner          uint64 `protobuf:"varint,8,opt,name=owner,proto3" json:"owner,omitempty"`
+	Node           string `protobuf:"bytes,9,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *BudgetStats) Reset() {
@@ -934,6 +965,13 @@ func (x *BudgetStats) GetRemainingTokens() int64 {
 func (x *BudgetStats) GetCooldownUntilUnixNano() int64 {
 	if x != nil {
 		return x.CooldownUntilUnixNano
+	}
+	return 0
+}
+
+func (x *BudgetStats) GetCooldownInNano() int64 {
+	if x != nil && x.CooldownInNano != nil {
+		return *x.CooldownInNano
 	}
 	return 0
 }
@@ -1896,22 +1934,28 @@ const file_chorus_cluster_proto_rawDesc = "" +
 	"\aFailure\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04json\x18\x02 \x01(\fR\x04json\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\"\xb8\x01\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\xb7\x02\n" +
 	"\fAdmitRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04cost\x18\x02 \x01(\x03R\x04cost\x12,\n" +
 	"\x12deadline_unix_nano\x18\x03 \x01(\x03R\x10deadlineUnixNano\x120\n" +
 	"\x04seen\x18\x04 \x01(\v2\x1c.chorus.cluster.v1.RateLimitR\x04seen\x12$\n" +
-	"\x0eseen_unix_nano\x18\x05 \x01(\x03R\fseenUnixNano\"x\n" +
+	"\x0eseen_unix_nano\x18\x05 \x01(\x03R\fseenUnixNano\x12-\n" +
+	"\x10deadline_in_nano\x18\x06 \x01(\x03H\x00R\x0edeadlineInNano\x88\x01\x01\x12'\n" +
+	"\rseen_ago_nano\x18\a \x01(\x03H\x01R\vseenAgoNano\x88\x01\x01B\x13\n" +
+	"\x11_deadline_in_nanoB\x10\n" +
+	"\x0e_seen_ago_nano\"x\n" +
 	"\bAdmitted\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
 	"\x05owner\x18\x03 \x01(\x04R\x05owner\x124\n" +
-	"\alearned\x18\x04 \x01(\v2\x1a.chorus.cluster.v1.LearnedR\alearned\"y\n" +
+	"\alearned\x18\x04 \x01(\v2\x1a.chorus.cluster.v1.LearnedR\alearned\"\xb4\x01\n" +
 	"\fAdmitRefused\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12,\n" +
 	"\x03err\x18\x02 \x01(\v2\x1a.chorus.cluster.v1.FailureR\x03err\x12+\n" +
-	"\x12retry_at_unix_nano\x18\x03 \x01(\x03R\x0fretryAtUnixNano\"H\n" +
+	"\x12retry_at_unix_nano\x18\x03 \x01(\x03R\x0fretryAtUnixNano\x12'\n" +
+	"\rretry_in_nano\x18\x04 \x01(\x03H\x00R\vretryInNano\x88\x01\x01B\x10\n" +
+	"\x0e_retry_in_nano\"H\n" +
 	"\x0eAdmitCancelled\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
@@ -1949,7 +1993,7 @@ const file_chorus_cluster_proto_rawDesc = "" +
 	"\vModelLesson\x12\x12\n" +
 	"\x04flag\x18\x01 \x01(\rR\x04flag\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\"\x14\n" +
-	"\x12BudgetStatsRequest\"\xbe\x02\n" +
+	"\x12BudgetStatsRequest\"\x82\x03\n" +
 	"\vBudgetStats\x12\x16\n" +
 	"\x06queued\x18\x01 \x01(\x03R\x06queued\x12\x1b\n" +
 	"\tin_flight\x18\x02 \x01(\x03R\binFlight\x12\x1a\n" +
@@ -1957,9 +2001,12 @@ const file_chorus_cluster_proto_rawDesc = "" +
 	"\frate_limited\x18\x04 \x01(\x03R\vrateLimited\x12-\n" +
 	"\x12remaining_requests\x18\x05 \x01(\x03R\x11remainingRequests\x12)\n" +
 	"\x10remaining_tokens\x18\x06 \x01(\x03R\x0fremainingTokens\x127\n" +
-	"\x18cooldown_until_unix_nano\x18\a \x01(\x03R\x15cooldownUntilUnixNano\x12\x14\n" +
+	"\x18cooldown_until_unix_nano\x18\a \x01(\x03R\x15cooldownUntilUnixNano\x12-\n" +
+	"\x10cooldown_in_nano\x18\n" +
+	" \x01(\x03H\x00R\x0ecooldownInNano\x88\x01\x01\x12\x14\n" +
 	"\x05owner\x18\b \x01(\x04R\x05owner\x12\x12\n" +
-	"\x04node\x18\t \x01(\tR\x04node\"\xaa\x02\n" +
+	"\x04node\x18\t \x01(\tR\x04nodeB\x13\n" +
+	"\x11_cooldown_in_nano\"\xaa\x02\n" +
 	"\n" +
 	"StreamOpen\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\x04R\x06stream\x12!\n" +
@@ -2119,6 +2166,9 @@ func file_chorus_cluster_proto_init() {
 	if File_chorus_cluster_proto != nil {
 		return
 	}
+	file_chorus_cluster_proto_msgTypes[2].OneofWrappers = []any{}
+	file_chorus_cluster_proto_msgTypes[4].OneofWrappers = []any{}
+	file_chorus_cluster_proto_msgTypes[12].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

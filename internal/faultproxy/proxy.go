@@ -63,7 +63,14 @@ type link struct {
 
 // Start listens on 127.0.0.1 (a free port) and forwards to target.
 func Start(target string) (*Proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return StartAt("127.0.0.1:0", target)
+}
+
+// StartAt listens on addr and forwards to target: a test that needs the
+// proxy at a given port (a cluster member's membership port is its actor
+// port plus one) picks it.
+func StartAt(addr, target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}

@@ -236,3 +236,29 @@ func TestCloseEndsConnections(t *testing.T) {
 		t.Fatalf("a closed proxy's connection: %v", err)
 	}
 }
+
+// StartAt listens where it is told (a cluster member's membership port is
+// its actor port plus one), and refuses an address already taken.
+func TestStartAtListensWhereAsked(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := ln.Addr().String()
+	ln.Close()
+	p, err := StartAt(at, echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if p.Addr() != at {
+		t.Fatalf("listens on %s, want %s", p.Addr(), at)
+	}
+	if s, err := dial(t, p).roundTrip("hello", 5*time.Second); err != nil || s != "hello\n" {
+		t.Fatalf("%q %v", s, err)
+	}
+	if q, err := StartAt(at, "127.0.0.1:1"); err == nil {
+		q.Close()
+		t.Fatalf("a second proxy took %s", at)
+	}
+}
