@@ -39,13 +39,16 @@ type Key struct {
 	// RPM and TPM are requests and tokens per minute for this key (zero:
 	// unlimited); Concurrency bounds its calls in flight (zero: unbounded).
 	RPM, TPM, Concurrency int
-	// BudgetUSD is what the key may spend, in US dollars, over the
-	// Handler's life (zero: no budget): each answer's cost is charged
-	// once the call ends (its batch lines too), from the runtime's prices
+	// BudgetUSD is what the key may spend, in US dollars, per
+	// BudgetPeriod (zero: no budget): each answer's cost is charged once
+	// the call ends (its batch lines too), from the runtime's prices
 	// (runtime.WithPrices), so an answer whose model has no price costs
-	// nothing. Once it is spent, calls are refused with 429
-	// (insufficient_quota, x-should-retry: false); the call that crosses
-	// it is not cut short.
+	// nothing. Without a KeyStore it is counted over the Handler's life,
+	// and once spent calls are refused with 429 (insufficient_quota,
+	// x-should-retry: false), the call that crosses it not cut short.
+	// With a KeyStore each call first reserves its most possible cost
+	// (estimate.go) and is refused when the budget cannot cover it: the
+	// budget is not overrun.
 	BudgetUSD float64
 	// BudgetPeriod makes the budget start again every UTC day or month
 	// (keystore.Daily, keystore.Monthly); zero: a total.
