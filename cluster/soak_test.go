@@ -1,3 +1,5 @@
+//go:build partitions
+
 package cluster
 
 import (
