@@ -117,7 +117,9 @@
 // window. cmd/chorus's TestBatchClusterSIGKILL kills a chorus node
 // mid-batch and the batch process itself, and checks each custom_id is
 // written exactly once after --resume. The partition tests
-// (partition_test.go) and TestClockSkewOfALease put fault proxies between
+// (partition_test.go; member_partition_test.go under the partitions build
+// tag, run by make partitions, outside CI for an open failure, see
+// docs/reliability.md) and TestClockSkewOfALease put fault proxies between
 // member processes and between each and PostgreSQL, or skew the members'
 // clocks, and check the same history plus its lease and journal
 // operations for linearizability (porcupine, history_test.go);

@@ -38,7 +38,7 @@ import (
 // past the first window outside a split (a split's sides pace the key
 // apart, up to twice its limit).
 //
-// In CI it injects two faults. CHORUS_SOAK=30m makes it a soak of that
+// Under make partitions it injects two faults. CHORUS_SOAK=30m makes it a soak of that
 // long (make soak-partitions), CHORUS_SOAK_SEED picks the faults again, and
 // CHORUS_SOAK_REPORT names a file for its report.
 func TestPartitionSoak(t *testing.T) {
