@@ -331,7 +331,6 @@ func (h *Handler) apiCreateKey(w http.ResponseWriter, r *http.Request) {
 	h.answerKey(w, ctx, http.StatusCreated, k, secret)
 }
 
-
 // answerKey answers k (and its new secret, if any).
 func (h *Handler) answerKey(w http.ResponseWriter, ctx context.Context, status int, k keystore.Key, secret string) {
 	v, err := h.keyView(ctx, k, h.now())

@@ -107,20 +107,10 @@ func cmdKeys(ctx context.Context, e env, args []string) int {
 	if sub == "create" && !set["name"] {
 		return fail(2, "--name is required")
 	}
-	if *addr == "" {
-		*addr = e.getenv("CHORUS_CONSOLE_ADDR")
+	c, err := newConsoleClient(e, *addr, *token)
+	if err != nil {
+		return fail(2, "%v", err)
 	}
-	if *addr == "" {
-		*addr = "http://127.0.0.1:8080"
-	}
-	u, err := url.Parse(*addr)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fail(2, "--addr %q: want http://HOST:PORT", *addr)
-	}
-	if *token == "" {
-		*token = e.getenv("CHORUS_CONSOLE_TOKEN")
-	}
-	c := &consoleClient{base: strings.TrimRight(u.String(), "/"), token: *token, http: &http.Client{Timeout: 30 * time.Second}}
 	defer c.http.CloseIdleConnections()
 
 	// The settings named on the command line, and those only.

@@ -145,20 +145,10 @@ func cmdSessions(ctx context.Context, e env, args []string) int {
 		fmt.Fprintf(e.stderr, "chorus sessions %s: "+format+"\n", append([]any{sub}, a...)...)
 		return code
 	}
-	if *addr == "" {
-		*addr = e.getenv("CHORUS_CONSOLE_ADDR")
+	c, err := newConsoleClient(e, *addr, *token)
+	if err != nil {
+		return fail(2, "%v", err)
 	}
-	if *addr == "" {
-		*addr = "http://127.0.0.1:8080"
-	}
-	u, err := url.Parse(*addr)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fail(2, "--addr %q: want http://HOST:PORT", *addr)
-	}
-	if *token == "" {
-		*token = e.getenv("CHORUS_CONSOLE_TOKEN")
-	}
-	c := &consoleClient{base: strings.TrimRight(u.String(), "/"), token: *token, http: &http.Client{Timeout: 30 * time.Second}}
 	defer c.http.CloseIdleConnections()
 	want := map[string]int{"list": 0, "show": 1, "cancel": 1}
 	switch sub {
@@ -367,4 +357,24 @@ func parseInterspersed(fs *flag.FlagSet, args []string) (pos []string, code int,
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
+}
+
+// newConsoleClient is the client of the console at addr ($CHORUS_CONSOLE_ADDR,
+// else http://127.0.0.1:8080, when empty) with token ($CHORUS_CONSOLE_TOKEN
+// when empty), for chorus sessions and chorus keys.
+func newConsoleClient(e env, addr, token string) (*consoleClient, error) {
+	if addr == "" {
+		addr = e.getenv("CHORUS_CONSOLE_ADDR")
+	}
+	if addr == "" {
+		addr = "http://127.0.0.1:8080"
+	}
+	u, err := url.Parse(addr)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("--addr %q: want http://HOST:PORT", addr)
+	}
+	if token == "" {
+		token = e.getenv("CHORUS_CONSOLE_TOKEN")
+	}
+	return &consoleClient{base: strings.TrimRight(u.String(), "/"), token: token, http: &http.Client{Timeout: 30 * time.Second}}, nil
 }
