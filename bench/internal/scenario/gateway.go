@@ -49,15 +49,11 @@ func gatewayRun(ctx context.Context, job Job, res *Result) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	gwURL, stop, err := serveLoopback(h)
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: time.Minute}
-	served := make(chan struct{})
-	go func() { defer close(served); _ = hs.Serve(ln) }()
-	defer func() { _ = hs.Close(); <-served }()
-	gwURL := "http://" + ln.Addr().String()
+	defer stop()
 	lc := clients.NewHTTPClient(1024)
 	defer lc.CloseIdleConnections()
 
@@ -172,6 +168,18 @@ func gatewayRun(ctx context.Context, job Job, res *Result) error {
 		}
 	}
 	return nil
+}
+
+// serveLoopback serves h on a loopback port of its own until stop.
+func serveLoopback(h http.Handler) (url string, stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: time.Minute}
+	served := make(chan struct{})
+	go func() { defer close(served); _ = hs.Serve(ln) }()
+	return "http://" + ln.Addr().String(), func() { _ = hs.Close(); <-served }, nil
 }
 
 // gatewayCall posts body to the gateway at url's /v1/chat/completions

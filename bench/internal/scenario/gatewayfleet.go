@@ -2,7 +2,6 @@ package scenario
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -67,15 +66,12 @@ func gatewayFleetRun(ctx context.Context, job Job, res *Result) error {
 		}
 		handlers[i] = h
 		defer h.Close(context.Background())
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		url, stop, err := serveLoopback(h) // gateway.go
 		if err != nil {
 			return err
 		}
-		hs := &http.Server{Handler: h, ReadHeaderTimeout: time.Minute}
-		served := make(chan struct{})
-		go func() { defer close(served); _ = hs.Serve(ln) }()
-		defer func() { _ = hs.Close(); <-served }()
-		calls[i] = keyedCall(lc, "http://"+ln.Addr().String(), secret, body)
+		defer stop()
+		calls[i] = keyedCall(lc, url, secret, body)
 	}
 	for range 50 { // warm up both (connections, the runtime's learnt limits, the leases)
 		for _, c := range calls {

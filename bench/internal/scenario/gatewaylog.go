@@ -3,8 +3,6 @@ package scenario
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -72,15 +70,12 @@ func gatewayLogRun(ctx context.Context, job Job, res *Result) error {
 		if err != nil {
 			return err
 		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		url, stop, err := serveLoopback(h) // gateway.go
 		if err != nil {
 			return err
 		}
-		hs := &http.Server{Handler: h, ReadHeaderTimeout: time.Minute}
-		served := make(chan struct{})
-		go func() { defer close(served); _ = hs.Serve(ln) }()
-		defer func() { _ = hs.Close(); <-served }()
-		calls[i] = gatewayCall(lc, "http://"+ln.Addr().String(), body)
+		defer stop()
+		calls[i] = gatewayCall(lc, url, body)
 	}
 	for range 50 { // warm up both (connections, the runtime's learnt limits, the store)
 		for _, c := range calls {
